@@ -1,0 +1,69 @@
+/*
+ * buf -- the buffer pool: fixed-size pages of the page file cached in
+ * frames, pin/unpin with S/X latches, CLOCK replacement, STEAL and
+ * NO-FORCE, the WAL rule on every page write, page LSN and checksum.
+ *
+ * Every page starts with a BUF_HDR-byte header owned by this module:
+ *     0  4  CRC-32C of bytes 4..page_size-1 (written by buf, checked on read)
+ *     4  2  page type (set by the page's owner, through operations)
+ *     6  2  reserved
+ *     8  8  page LSN: the last log record applied to the page
+ * An all-zero page (never written) is valid: type 0, LSN 0.
+ */
+#ifndef TP_BUF_H
+#define TP_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io.h"
+#include "log.h"
+
+typedef struct buf_pool buf_pool;
+typedef struct buf_page buf_page;
+
+#define BUF_HDR 16u
+
+/* buf_get flags */
+enum {
+	BUF_S = 0,           /* shared latch */
+	BUF_X = 1 << 0,      /* exclusive latch: needed to change the page */
+	BUF_NOREAD = 1 << 1, /* the caller rewrites the whole page: do not read it */
+	BUF_REBUILD = 1 << 2 /* a page failing its checksum reads as zeros (LSN 0):
+				for redo of records that rebuild whole pages */
+};
+
+/* Set-up */
+int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int readonly, buf_pool **out);
+/* Frees the pool without writing anything (tp_close flushes first). */
+void buf_close(buf_pool *bp);
+
+/* Pages */
+/* Pins and latches page pgno.  A checksum failure is TP_ECORRUPT with a
+ * message naming the file and page; the data is never returned. */
+int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out);
+void buf_put(buf_pool *bp, buf_page *pg);
+unsigned char *buf_data(buf_page *pg);
+uint64_t buf_pgno(const buf_page *pg);
+uint64_t buf_page_lsn(const buf_page *pg);
+/* The X-latched page now reflects the record at lsn: sets its LSN and marks
+ * it dirty; first_lsn (<= lsn: a full-page image logged just before) is
+ * its recovery LSN if it was clean. */
+void buf_mark(buf_pool *bp, buf_page *pg, uint64_t first_lsn, uint64_t lsn);
+
+/* Writing back */
+/* Writes every dirty page (each after the log is durable up to its LSN)
+ * and syncs the page file. */
+int buf_flush_all(buf_pool *bp);
+/* Calls fn for every dirty page with its recovery LSN (checkpoints). */
+int buf_dirty_pages(buf_pool *bp, void (*fn)(void *ctx, uint64_t pgno, uint64_t rec_lsn), void *ctx);
+
+/* Statistics and checks */
+typedef struct buf_stats {
+	uint64_t reads, writes, hits, misses;
+} buf_stats;
+void buf_stats_get(buf_pool *bp, buf_stats *s);
+size_t buf_pinned(buf_pool *bp);
+uint32_t buf_page_size(const buf_pool *bp);
+
+#endif

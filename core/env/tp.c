@@ -1,0 +1,430 @@
+/*
+ * tp -- the engine's public interface (tp.h): opening, creating and closing
+ * stores, transactions, page access, checkpoints by log size and time,
+ * statistics, and the engine's error strings.
+ *
+ * Open order: superblock and master (store), log from the master's log
+ * start (log), page file and pool (buf), recovery from the master's
+ * checkpoint (rec, which makes the transaction table), then a checkpoint if
+ * recovery found anything to do, so the next open starts clean.
+ */
+#include "tp.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "buf.h"
+#include "io.h"
+#include "log.h"
+#include "op.h"
+#include "rec.h"
+#include "store.h"
+#include "txn.h"
+#include "util.h"
+
+struct tp_env {
+	char *path;
+	tp_options opt;
+	store *st;
+	log_mgr *lg;
+	io_file *data;
+	buf_pool *bp;
+	txn_mgr *tm;
+	uint32_t psize;
+	pthread_mutex_t ckpt_mu;  /* one checkpoint at a time; the fields below */
+	uint64_t ckpt_end;        /* log end after the last checkpoint */
+	uint64_t ckpt_ns;         /* when it was taken */
+	uint64_t ckpts;
+	rec_result rec;
+};
+
+struct tp_txn {
+	tp_env *env;
+	txn *t;
+};
+
+void tp_options_init(tp_options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->cache_pages = 2048;
+	o->page_size = 4096;
+	o->seg_size = 16u << 20;
+	o->ckpt_log_bytes = 64u << 20;
+	o->ckpt_ms = 30000;
+}
+
+const char *tp_strerror(int rc)
+{
+	switch (rc) {
+	case 0: return "success";
+	case TP_ENOTFOUND: return "not found";
+	case TP_EDEADLOCK: return "deadlock victim";
+	case TP_ECORRUPT: return "store corrupt";
+	case TP_EPANIC: return "store needs recovery after a write failure";
+	case TP_EVERSION: return "store format too new";
+	case TP_EBADSTORE: return "not a tpfs store";
+	case TP_EINVAL: return "invalid argument";
+	case TP_EROLLBACK: return "transaction must be aborted";
+	case TP_ETIMEOUT: return "lock wait timed out";
+	default: return rc > 0 ? strerror(rc) : "unknown engine error";
+	}
+}
+
+const char *tp_errmsg(void) { return util_errmsg(); }
+
+static void log_dir_of(const char *store_dir, const store_super *sb, char *out, size_t n)
+{
+	if (sb->logdir[0])
+		snprintf(out, n, "%s", sb->logdir);
+	else
+		store_path(store_dir, "log", out, n);
+}
+
+int tp_mkfs(const char *path, const tp_options *o)
+{
+	tp_options def;
+	store_super sb = {0};
+	char logdir[PATH_MAX], data[PATH_MAX], abs[PATH_MAX];
+	log_config lc = {0};
+	log_mgr *lg = NULL;
+	io_file *f = NULL;
+	uint64_t ckpt;
+	int rc, is_dir;
+
+	if (!o) {
+		tp_options_init(&def);
+		o = &def;
+	}
+	if (o->page_size < 1024 || o->page_size > 65536 || (o->page_size & (o->page_size - 1)))
+		return util_err(TP_EINVAL, "page size %" PRIu32 " must be a power of two from 1024 to 65536",
+				o->page_size);
+	if (o->seg_size < 65536 || o->seg_size % 4096 || o->seg_size < 4ull * o->page_size)
+		return util_err(TP_EINVAL, "log segment size %" PRIu64 " must be a multiple of 4096, at least 64 KiB and 4 pages",
+				o->seg_size);
+	if (io_exists(path, &is_dir) == 0) {
+		char sp[PATH_MAX];
+		store_path(path, "super", sp, sizeof sp);
+		if (!is_dir)
+			return util_err(EEXIST, "%s: exists and is not a directory", path);
+		if (io_exists(sp, NULL) == 0)
+			return util_err(EEXIST, "%s: a store already exists here", path);
+	} else if ((rc = io_mkdir(path)) != 0) {
+		return util_err(rc, "%s: cannot create the store directory: %s", path, strerror(rc));
+	}
+	sb.version = 1;
+	sb.page_size = o->page_size;
+	sb.seg_size = o->seg_size;
+	sb.created = (uint64_t)time(NULL);
+	if (getrandom(sb.uuid, sizeof sb.uuid, 0) != (ssize_t)sizeof sb.uuid)
+		return util_err(errno, "cannot generate a store uuid: %s", strerror(errno));
+	if (o->logdir) {
+		if (!realpath(o->logdir, abs) && (rc = io_mkdir(o->logdir)) != 0 && rc != EEXIST)
+			return util_err(rc, "%s: cannot create the log directory: %s", o->logdir, strerror(rc));
+		if (!realpath(o->logdir, abs) || strlen(abs) > STORE_LOGDIR_MAX)
+			return util_err(ENAMETOOLONG, "%s: log directory path unusable or too long", o->logdir);
+		snprintf(sb.logdir, sizeof sb.logdir, "%s", abs);
+	}
+	log_dir_of(path, &sb, logdir, sizeof logdir);
+	if ((rc = io_mkdir(logdir)) != 0 && rc != EEXIST)
+		return util_err(rc, "%s: cannot create the log directory: %s", logdir, strerror(rc));
+	lc.dir = logdir;
+	lc.seg_size = sb.seg_size;
+	memcpy(lc.uuid, sb.uuid, 16);
+	lc.quiet = o->quiet;
+	if ((rc = log_create(&lc)) != 0)
+		return rc;
+	if ((rc = log_open(&lc, LOG_SEG_HDR, &lg)) != 0)
+		return rc;
+	rc = rec_first_checkpoint(lg, &ckpt);
+	int rc2 = log_close(lg);
+	if (rc || (rc = rc2) != 0)
+		return rc;
+	store_path(path, "data", data, sizeof data);
+	if ((rc = io_open(data, IO_CREATE, &f)) != 0)
+		return util_err(rc, "%s: cannot create: %s", data, strerror(rc));
+	rc = io_sync(f);
+	io_close(f);
+	if (rc)
+		return util_err(rc, "%s: sync failed: %s", data, strerror(rc));
+	store_master m = {.seq = 1, .ckpt_lsn = ckpt, .log_start = LOG_SEG_HDR};
+	return store_create(path, &sb, &m); /* last: a store without it is not one */
+}
+
+static void env_free(tp_env *env)
+{
+	txn_mgr_close(env->tm);
+	buf_close(env->bp);
+	if (env->data)
+		io_close(env->data);
+	if (env->lg)
+		log_close(env->lg);
+	store_close(env->st);
+	pthread_mutex_destroy(&env->ckpt_mu);
+	free(env->path);
+	free(env);
+}
+
+int tp_checkpoint(tp_env *env)
+{
+	uint64_t lsn;
+	int rc;
+	if (env->opt.readonly)
+		return 0;
+	pthread_mutex_lock(&env->ckpt_mu);
+	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn);
+	if (!rc) {
+		env->ckpt_end = log_end(env->lg);
+		env->ckpt_ns = util_now_ns();
+		env->ckpts++;
+	}
+	pthread_mutex_unlock(&env->ckpt_mu);
+	return rc;
+}
+
+int tp_open(const char *path, const tp_options *o, tp_env **out)
+{
+	tp_env *env = calloc(1, sizeof *env);
+	char logdir[PATH_MAX], data[PATH_MAX];
+	log_config lc = {0};
+	int rc;
+
+	if (!env)
+		return ENOMEM;
+	pthread_mutex_init(&env->ckpt_mu, NULL);
+	if (o)
+		env->opt = *o;
+	else
+		tp_options_init(&env->opt);
+	if (!env->opt.cache_pages)
+		env->opt.cache_pages = 2048;
+	if (!(env->path = strdup(path))) {
+		rc = ENOMEM;
+		goto err;
+	}
+	if ((rc = store_open(path, env->opt.readonly, &env->st)) != 0)
+		goto err;
+	const store_super *sb = store_sb(env->st);
+	const store_master *m = store_master_get(env->st);
+	env->psize = sb->page_size;
+	log_dir_of(path, sb, logdir, sizeof logdir);
+	lc.dir = logdir;
+	lc.seg_size = sb->seg_size;
+	memcpy(lc.uuid, sb->uuid, 16);
+	lc.readonly = env->opt.readonly;
+	lc.quiet = env->opt.quiet;
+	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
+		goto err;
+	store_path(path, "data", data, sizeof data);
+	if ((rc = io_open(data, env->opt.readonly ? IO_RDONLY : 0, &env->data)) != 0) {
+		rc = util_err(rc == ENOENT ? TP_EBADSTORE : rc, "%s: %s", data,
+			      rc == ENOENT ? "the page file is missing" : strerror(rc));
+		goto err;
+	}
+	if ((rc = buf_open(env->data, env->lg, env->psize, env->opt.cache_pages, env->opt.readonly, &env->bp)) != 0)
+		goto err;
+	if (env->opt.readonly) {
+		if ((rc = txn_mgr_open(env->lg, env->bp, 1, &env->tm)) != 0)
+			goto err;
+		*out = env;
+		return 0;
+	}
+	if ((rc = rec_recover(env->lg, env->bp, m->ckpt_lsn, &env->tm, &env->rec)) != 0)
+		goto err;
+	/* the checkpoint record itself is the one record of a clean store */
+	if (env->rec.records > 1 || env->rec.redone || env->rec.losers) {
+		if (!env->opt.quiet)
+			fprintf(stderr,
+				"tpfs: %s: recovered: %" PRIu64 " log records scanned (LSN %" PRIu64 "..%" PRIu64
+				"), %" PRIu64 " redone, %" PRIu64 " transactions rolled back (%" PRIu64
+				" records undone), %" PRIu64 " ms\n",
+				path, env->rec.records, env->rec.from_lsn, env->rec.to_lsn, env->rec.redone,
+				env->rec.losers, env->rec.undone, env->rec.ms);
+		if ((rc = tp_checkpoint(env)) != 0)
+			goto err;
+	}
+	env->ckpt_end = log_end(env->lg);
+	env->ckpt_ns = util_now_ns();
+	*out = env;
+	return 0;
+err:
+	env_free(env);
+	return rc;
+}
+
+int tp_close(tp_env *env)
+{
+	int rc = 0;
+	if (!env)
+		return 0;
+	if (!env->opt.readonly && !log_panicked(env->lg))
+		rc = tp_checkpoint(env);
+	env_free(env);
+	return rc;
+}
+
+void tp_crash_close(tp_env *env)
+{
+	if (!env)
+		return;
+	log_panic(env->lg, TP_EPANIC, NULL); /* nothing more is written */
+	env_free(env);
+}
+
+int tp_sync(tp_env *env) { return log_flush(env->lg, log_end(env->lg)); }
+
+/* ---- transactions ---- */
+
+int tp_begin(tp_env *env, tp_txn **out)
+{
+	tp_txn *t;
+	int rc;
+	if (env->opt.readonly)
+		return util_err(EROFS, "%s: the store is open read-only", env->path);
+	if (!(t = calloc(1, sizeof *t)))
+		return ENOMEM;
+	if ((rc = txn_begin(env->tm, &t->t)) != 0) {
+		free(t);
+		return rc;
+	}
+	t->env = env;
+	*out = t;
+	return 0;
+}
+
+/* A checkpoint when enough log or time has passed since the last. */
+static void maybe_checkpoint(tp_env *env)
+{
+	pthread_mutex_lock(&env->ckpt_mu);
+	int due = log_end(env->lg) - env->ckpt_end >= env->opt.ckpt_log_bytes ||
+		  (env->opt.ckpt_ms && util_now_ns() - env->ckpt_ns >= (uint64_t)env->opt.ckpt_ms * 1000000u);
+	pthread_mutex_unlock(&env->ckpt_mu);
+	if (due)
+		(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
+}
+
+int tp_commit(tp_txn *t, int flags)
+{
+	tp_env *env = t->env;
+	int rc = txn_commit(t->t, flags & TP_COMMIT_NOSYNC);
+	free(t);
+	if (!rc)
+		maybe_checkpoint(env);
+	return rc;
+}
+
+int tp_abort(tp_txn *t)
+{
+	int rc = txn_abort(t->t);
+	free(t);
+	return rc;
+}
+
+uint64_t tp_txn_id(const tp_txn *t) { return txn_id(t->t); }
+
+/* ---- pages ---- */
+
+uint32_t tp_page_body(const tp_env *env) { return env->psize - BUF_HDR; }
+
+int tp_page_alloc(tp_txn *t, uint16_t type, uint64_t *pgno) { return op_page_alloc(t->t, type, pgno); }
+
+int tp_page_free(tp_txn *t, uint64_t pgno) { return op_page_free(t->t, pgno); }
+
+int tp_page_write(tp_txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len)
+{
+	if (off > t->env->psize - BUF_HDR)
+		return util_err(TP_EINVAL, "write to page %" PRIu64 ": offset %" PRIu32 " is past the body", pgno, off);
+	return op_page_set(t->t, pgno, off + BUF_HDR, data, len);
+}
+
+int tp_page_read(tp_env *env, uint64_t pgno, uint32_t off, void *buf, uint32_t len)
+{
+	buf_page *pg;
+	int rc;
+	if (off > env->psize - BUF_HDR || len > env->psize - BUF_HDR - off)
+		return util_err(TP_EINVAL, "read of page %" PRIu64 ": range %" PRIu32 "+%" PRIu32 " is outside the body",
+				pgno, off, len);
+	if ((rc = buf_get(env->bp, pgno, BUF_S, &pg)) != 0)
+		return rc;
+	memcpy(buf, buf_data(pg) + BUF_HDR + off, len);
+	buf_put(env->bp, pg);
+	return 0;
+}
+
+int tp_page_allocated(tp_env *env, uint64_t pgno, int *allocated)
+{
+	return op_page_allocated(env->bp, pgno, allocated);
+}
+
+/* ---- statistics ---- */
+
+void tp_stats_get(tp_env *env, tp_stats *s)
+{
+	log_stats ls;
+	buf_stats bs;
+	memset(s, 0, sizeof *s);
+	txn_counts(env->tm, &s->commits, &s->aborts);
+	log_stats_get(env->lg, &ls);
+	buf_stats_get(env->bp, &bs);
+	s->log_records = ls.records;
+	s->log_bytes = ls.bytes;
+	s->log_flushes = ls.syncs;
+	s->log_fpis = ls.fpis;
+	s->rec_cut_bytes = ls.cut_bytes;
+	s->page_reads = bs.reads;
+	s->page_writes = bs.writes;
+	s->cache_hits = bs.hits;
+	s->cache_misses = bs.misses;
+	pthread_mutex_lock(&env->ckpt_mu);
+	s->checkpoints = env->ckpts;
+	pthread_mutex_unlock(&env->ckpt_mu);
+	s->rec_records = env->rec.records;
+	s->rec_redone = env->rec.redone;
+	s->rec_losers = env->rec.losers;
+	s->rec_undone = env->rec.undone;
+	s->rec_ms = env->rec.ms;
+}
+
+size_t tp_debug_pinned(tp_env *env) { return buf_pinned(env->bp); }
+
+/* ---- inspection ---- */
+
+int tp_logdump(const char *path, FILE *out, uint64_t from)
+{
+	tp_options o;
+	tp_env *env;
+	log_scan *s;
+	log_rec r;
+	int rc;
+	uint64_t n = 0;
+
+	tp_options_init(&o);
+	o.readonly = 1;
+	o.quiet = 1;
+	if ((rc = tp_open(path, &o, &env)) != 0)
+		return rc;
+	const store_super *sb = store_sb(env->st);
+	const store_master *m = store_master_get(env->st);
+	fprintf(out, "# store %s: format %" PRIu32 ", page size %" PRIu32 ", segment size %" PRIu64 "\n", path,
+		sb->version, sb->page_size, sb->seg_size);
+	fprintf(out, "# checkpoint at LSN %" PRIu64 ", log kept from LSN %" PRIu64 ", end at LSN %" PRIu64 "\n",
+		m->ckpt_lsn, m->log_start, log_end(env->lg));
+	if ((rc = log_scan_open(env->lg, from > m->log_start ? from : m->log_start, &s)) == 0) {
+		while ((rc = log_scan_next(s, &r)) == 0) {
+			op_print(out, &r);
+			n++;
+		}
+		log_scan_close(s);
+		if (rc == TP_ENOTFOUND)
+			rc = 0;
+	}
+	fprintf(out, "# %" PRIu64 " records\n", n);
+	env_free(env);
+	return rc;
+}

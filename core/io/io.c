@@ -1,0 +1,439 @@
+/*
+ * io -- the seam between the engine and the store's files, and its POSIX
+ * backend.
+ *
+ * Design
+ *
+ * Every engine module reaches store files through io_*.  An io_file holds
+ * the handle of the backend that opened it and a copy of the path (for
+ * io_path and error messages).  The io_* functions do the work every backend
+ * would otherwise repeat: io_pwrite and io_pread loop over partial transfers,
+ * io_pread zero-fills past the end of the file, io_preallocate writes real
+ * zero blocks.  A backend call is one attempt (one pread(2), one pwrite(2)).
+ *
+ * The POSIX backend is the product's.  The testing library installs another
+ * one (io_sim.c: crash simulator and fault injector) with io_set_backend;
+ * the code paths above the backend stay the same.
+ *
+ * Invariants
+ *
+ * I1  A file is always served by the backend that opened it: io_file keeps
+ *     its own backend pointer, so io_set_backend never sends a handle to a
+ *     backend that does not know it.
+ * I2  io_pwrite returns 0 only when all len bytes were accepted by the
+ *     backend; a backend that makes no progress and reports no error yields
+ *     EIO, never an endless loop.
+ * I3  io_pread fills all len bytes of buf: bytes from the file first (*got of
+ *     them), zeros after.  A zero-byte transfer means end of file.
+ * I4  io_preallocate writes zero blocks through the backend's pwrite (never
+ *     fallocate or a sparse ftruncate), so the simulator sees them and later
+ *     writes inside the range never change the file's size.
+ * I5  Every function returns 0 or a positive errno, saved right after the
+ *     system call that set it; failures also set util_err's message naming
+ *     the operation and the path.
+ * I6  Only this file calls pread/pwrite/fdatasync/ftruncate/rename/unlink on
+ *     store files (the simulator reaches them through the POSIX backend or
+ *     on its own fds).
+ */
+#include "io.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define IO_PREALLOC_CHUNK ((size_t)1 << 20) /* zero buffer of io_preallocate */
+
+struct io_file {
+	const io_backend *io_be; /* backend that opened the file; fixed (I1) */
+	void *io_h;              /* the backend's handle */
+	char *io_path;           /* copy of the path given to io_open */
+};
+
+/* ------------------------------------------------------------------ */
+/* Error messages                                                      */
+
+static int io_fail(int rc, const char *what, const char *path)
+{
+	char buf[128];
+	const char *msg = strerror_r(rc, buf, sizeof buf); /* GNU variant */
+	return util_err(rc, "io: %s %s: %s", what, path ? path : "(null)", msg);
+}
+
+static int io_fail_at(int rc, const char *what, const char *path, uint64_t off, size_t len)
+{
+	char buf[128];
+	const char *msg = strerror_r(rc, buf, sizeof buf);
+	return util_err(rc, "io: %s %s at offset %llu length %zu: %s", what, path,
+	                (unsigned long long)off, len, msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* The POSIX backend                                                   */
+
+typedef struct posix_file {
+	int pf_fd; /* open file; closed by posix_close */
+} posix_file;
+
+static int posix_open(const char *path, int flags, void **h)
+{
+	posix_file *pf = NULL;
+	int oflags = O_CLOEXEC;
+	int fd, rc;
+
+	oflags |= (flags & IO_RDONLY) ? O_RDONLY : O_RDWR;
+	if (flags & IO_CREATE) {
+		oflags |= O_CREAT;
+		if (flags & IO_EXCL)
+			oflags |= O_EXCL;
+	}
+	if ((pf = malloc(sizeof *pf)) == NULL)
+		return ENOMEM;
+	do {
+		fd = open(path, oflags, 0644);
+		rc = fd < 0 ? errno : 0;
+	} while (rc == EINTR);
+	if (rc != 0)
+		goto err;
+	pf->pf_fd = fd;
+	*h = pf;
+	return 0;
+err:
+	free(pf);
+	return rc;
+}
+
+static int posix_close(void *h)
+{
+	posix_file *pf = h;
+	int rc = close(pf->pf_fd) < 0 ? errno : 0;
+	free(pf);
+	/* EINTR from close: the fd is released anyway on Linux; not an error. */
+	return rc == EINTR ? 0 : rc;
+}
+
+static int posix_pread(void *h, void *buf, size_t len, uint64_t off, size_t *done)
+{
+	posix_file *pf = h;
+	ssize_t n;
+	int rc;
+
+	if (off > (uint64_t)INT64_MAX)
+		return EINVAL;
+	do {
+		n = pread(pf->pf_fd, buf, len, (off_t)off);
+		rc = n < 0 ? errno : 0;
+	} while (rc == EINTR);
+	*done = n < 0 ? 0 : (size_t)n;
+	return rc;
+}
+
+static int posix_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
+{
+	posix_file *pf = h;
+	ssize_t n;
+	int rc;
+
+	if (off > (uint64_t)INT64_MAX)
+		return EFBIG;
+	do {
+		n = pwrite(pf->pf_fd, buf, len, (off_t)off);
+		rc = n < 0 ? errno : 0;
+	} while (rc == EINTR);
+	*done = n < 0 ? 0 : (size_t)n;
+	return rc;
+}
+
+static int posix_sync(void *h)
+{
+	posix_file *pf = h;
+	/* Never retried after a failure: the caller decides (STYLE: panic). */
+	return fdatasync(pf->pf_fd) < 0 ? errno : 0;
+}
+
+static int posix_size(void *h, uint64_t *out)
+{
+	posix_file *pf = h;
+	struct stat st;
+
+	if (fstat(pf->pf_fd, &st) < 0)
+		return errno;
+	*out = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int posix_truncate(void *h, uint64_t size)
+{
+	posix_file *pf = h;
+	int rc;
+
+	if (size > (uint64_t)INT64_MAX)
+		return EFBIG;
+	do
+		rc = ftruncate(pf->pf_fd, (off_t)size) < 0 ? errno : 0;
+	while (rc == EINTR);
+	return rc;
+}
+
+static int posix_mkdir(const char *path)
+{
+	return mkdir(path, 0755) < 0 ? errno : 0;
+}
+
+static int posix_rename(const char *from, const char *to)
+{
+	return rename(from, to) < 0 ? errno : 0;
+}
+
+static int posix_unlink(const char *path)
+{
+	return unlink(path) < 0 ? errno : 0;
+}
+
+static int posix_sync_dir(const char *path)
+{
+	int fd, rc;
+
+	do {
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = fd < 0 ? errno : 0;
+	} while (rc == EINTR);
+	if (rc != 0)
+		return rc;
+	rc = fsync(fd) < 0 ? errno : 0;
+	close(fd);
+	return rc;
+}
+
+static const io_backend io_posix = {
+	.open = posix_open,
+	.close = posix_close,
+	.pread = posix_pread,
+	.pwrite = posix_pwrite,
+	.sync = posix_sync,
+	.size = posix_size,
+	.truncate = posix_truncate,
+	.mkdir = posix_mkdir,
+	.rename = posix_rename,
+	.unlink = posix_unlink,
+	.sync_dir = posix_sync_dir,
+	.point = NULL, /* a named crash point is a no-op in the product */
+};
+
+/* The installed backend; plain pointer: io_set_backend is called only by
+ * tests, before any file is opened (see io.h). */
+static const io_backend *io_cur = &io_posix;
+
+const io_backend *io_posix_backend(void) { return &io_posix; }
+
+void io_set_backend(const io_backend *b) { io_cur = b ? b : &io_posix; }
+
+/* ------------------------------------------------------------------ */
+/* Files                                                               */
+
+int io_open(const char *path, int flags, io_file **out)
+{
+	io_file *f = NULL;
+	int rc;
+
+	if (path == NULL || out == NULL || (flags & ~(IO_RDONLY | IO_CREATE | IO_EXCL)) != 0)
+		return io_fail(EINVAL, "open", path);
+	if ((f = calloc(1, sizeof *f)) == NULL || (f->io_path = strdup(path)) == NULL) {
+		rc = ENOMEM;
+		goto err;
+	}
+	f->io_be = io_cur; /* I1 */
+	if ((rc = f->io_be->open(path, flags, &f->io_h)) != 0)
+		goto err;
+	*out = f;
+	return 0;
+err:
+	if (f != NULL)
+		free(f->io_path);
+	free(f);
+	return io_fail(rc, "open", path);
+}
+
+int io_close(io_file *f)
+{
+	int rc;
+
+	if (f == NULL)
+		return 0;
+	rc = f->io_be->close(f->io_h);
+	if (rc != 0)
+		io_fail(rc, "close", f->io_path);
+	free(f->io_path);
+	free(f);
+	return rc;
+}
+
+const char *io_path(const io_file *f) { return f->io_path; }
+
+/* ------------------------------------------------------------------ */
+/* Data                                                                */
+
+int io_pread(io_file *f, void *buf, size_t len, uint64_t off, size_t *got)
+{
+	unsigned char *p = buf;
+	size_t done = 0, n;
+	int rc;
+
+	while (done < len) {
+		n = 0;
+		if ((rc = f->io_be->pread(f->io_h, p + done, len - done, off + done, &n)) != 0)
+			goto err;
+		if (n == 0)
+			break; /* end of file (I3) */
+		if (n > len - done) {
+			rc = EIO; /* a backend that claims more than asked */
+			goto err;
+		}
+		done += n;
+	}
+	memset(p + done, 0, len - done); /* I3 */
+	if (got != NULL)
+		*got = done;
+	return 0;
+err:
+	if (got != NULL)
+		*got = 0;
+	return io_fail_at(rc, "pread", f->io_path, off, len);
+}
+
+int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+	size_t done = 0, n;
+	int rc;
+
+	while (done < len) {
+		n = 0;
+		if ((rc = f->io_be->pwrite(f->io_h, p + done, len - done, off + done, &n)) != 0)
+			goto err;
+		if (n == 0 || n > len - done) {
+			rc = EIO; /* I2: no progress and no error */
+			goto err;
+		}
+		done += n;
+	}
+	return 0;
+err:
+	return io_fail_at(rc, "pwrite", f->io_path, off, len);
+}
+
+int io_sync(io_file *f)
+{
+	int rc;
+
+	if ((rc = f->io_be->sync(f->io_h)) != 0)
+		return io_fail(rc, "fdatasync", f->io_path);
+	return 0;
+}
+
+int io_size(io_file *f, uint64_t *out)
+{
+	int rc;
+
+	if ((rc = f->io_be->size(f->io_h, out)) != 0)
+		return io_fail(rc, "fstat", f->io_path);
+	return 0;
+}
+
+int io_truncate(io_file *f, uint64_t size)
+{
+	int rc;
+
+	if ((rc = f->io_be->truncate(f->io_h, size)) != 0)
+		return io_fail_at(rc, "ftruncate", f->io_path, size, 0);
+	return 0;
+}
+
+int io_preallocate(io_file *f, uint64_t size)
+{
+	unsigned char *zero = NULL;
+	uint64_t cur;
+	size_t chunk;
+	int rc;
+
+	if ((rc = io_size(f, &cur)) != 0)
+		return rc;
+	if (cur >= size)
+		return 0;
+	chunk = size - cur < IO_PREALLOC_CHUNK ? (size_t)(size - cur) : IO_PREALLOC_CHUNK;
+	if ((zero = calloc(1, chunk)) == NULL) {
+		rc = io_fail(ENOMEM, "preallocate", f->io_path);
+		goto err;
+	}
+	while (cur < size) { /* I4 */
+		size_t n = size - cur < chunk ? (size_t)(size - cur) : chunk;
+		if ((rc = io_pwrite(f, zero, n, cur)) != 0)
+			goto err;
+		cur += n;
+	}
+	free(zero);
+	return 0;
+err:
+	free(zero);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Names                                                               */
+
+int io_mkdir(const char *path)
+{
+	int rc = io_cur->mkdir(path);
+	return rc != 0 ? io_fail(rc, "mkdir", path) : 0;
+}
+
+int io_rename(const char *from, const char *to)
+{
+	char buf[128];
+	int rc = io_cur->rename(from, to);
+
+	if (rc != 0)
+		return util_err(rc, "io: rename %s to %s: %s", from, to,
+		                strerror_r(rc, buf, sizeof buf));
+	return 0;
+}
+
+int io_unlink(const char *path)
+{
+	int rc = io_cur->unlink(path);
+	return rc != 0 ? io_fail(rc, "unlink", path) : 0;
+}
+
+int io_sync_dir(const char *path)
+{
+	int rc = io_cur->sync_dir(path);
+	return rc != 0 ? io_fail(rc, "fsync directory", path) : 0;
+}
+
+int io_exists(const char *path, int *is_dir)
+{
+	struct stat st;
+	int rc;
+
+	/* Not a change to the store: stat directly, whatever the backend. */
+	if (stat(path, &st) < 0) {
+		rc = errno;
+		return rc == ENOENT ? rc : io_fail(rc, "stat", path);
+	}
+	if (is_dir != NULL)
+		*is_dir = S_ISDIR(st.st_mode) ? 1 : 0;
+	return 0;
+}
+
+void io_point(const char *name)
+{
+	const io_backend *b = io_cur;
+
+	if (b->point != NULL)
+		b->point(name);
+}

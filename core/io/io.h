@@ -1,0 +1,84 @@
+/*
+ * io -- every read, write, sync, truncate, rename and unlink of a store file.
+ *
+ * No other module of the engine calls pread/pwrite/fsync/ftruncate/rename on
+ * store files: they call io_*.  That single seam is what lets the testing
+ * library (io_sim.h, linked only into tests) replace the POSIX backend with a
+ * crash simulator and a fault injector while the product's code paths stay
+ * unchanged.
+ *
+ * Contract of the calls:
+ *   - io_pwrite writes all of len or fails; short writes of the backend are
+ *     retried here (the fault injector produces them on purpose).
+ *   - io_pread reads len bytes; bytes past the end of the file read as zeros
+ *     and *got says how many came from the file.
+ *   - io_sync makes every completed io_pwrite/io_truncate of the file durable
+ *     (fdatasync).  Writes not followed by a successful io_sync may be lost,
+ *     reordered or torn at a power cut: that is what the simulator models.
+ *   - io_sync_dir makes creations, renames and unlinks in a directory durable.
+ *   - Every function returns 0 or a positive errno.
+ */
+#ifndef TP_IO_H
+#define TP_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct io_file io_file;
+
+/* io_open flags */
+enum {
+	IO_RDONLY = 1 << 0, /* open for reading only */
+	IO_CREATE = 1 << 1, /* create if missing (mode 0644) */
+	IO_EXCL = 1 << 2,   /* with IO_CREATE: fail with EEXIST if present */
+};
+
+/* Files */
+int io_open(const char *path, int flags, io_file **out);
+int io_close(io_file *f);
+const char *io_path(const io_file *f);
+
+/* Data */
+int io_pread(io_file *f, void *buf, size_t len, uint64_t off, size_t *got);
+int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off);
+int io_sync(io_file *f);
+int io_size(io_file *f, uint64_t *out);
+int io_truncate(io_file *f, uint64_t size);
+/* Extends f to at least size bytes of real, zero-filled blocks (written, not
+ * sparse) so that later writes inside it never change the file's size. */
+int io_preallocate(io_file *f, uint64_t size);
+
+/* Names */
+int io_mkdir(const char *path);            /* EEXIST if it exists */
+int io_rename(const char *from, const char *to);
+int io_unlink(const char *path);
+int io_sync_dir(const char *path);
+int io_exists(const char *path, int *is_dir); /* 0, ENOENT or errno */
+
+/* A named crash point: a no-op in the product; the simulator may stop the
+ * process here (for example "log.commit.written"). */
+void io_point(const char *name);
+
+/* The backend: the POSIX one by default.  Only the testing library installs
+ * another one; the product never does. */
+typedef struct io_backend {
+	int (*open)(const char *path, int flags, void **h);
+	int (*close)(void *h);
+	/* one attempt: may transfer fewer bytes than asked (*done) */
+	int (*pread)(void *h, void *buf, size_t len, uint64_t off, size_t *done);
+	int (*pwrite)(void *h, const void *buf, size_t len, uint64_t off, size_t *done);
+	int (*sync)(void *h);
+	int (*size)(void *h, uint64_t *out);
+	int (*truncate)(void *h, uint64_t size);
+	int (*mkdir)(const char *path);
+	int (*rename)(const char *from, const char *to);
+	int (*unlink)(const char *path);
+	int (*sync_dir)(const char *path);
+	void (*point)(const char *name);
+} io_backend;
+
+const io_backend *io_posix_backend(void);
+/* Installs b (NULL restores POSIX).  Not thread-safe; call before opening. */
+void io_set_backend(const io_backend *b);
+
+#endif

@@ -1,0 +1,1048 @@
+/*
+ * log -- write-ahead log: append, group commit, segments, scans, tail repair.
+ *
+ * Design
+ *   The log is one stream of bytes addressed by LSN.  Segment i of size S
+ *   covers LSNs [i*S, (i+1)*S) and lives in file dir/log.<i in 16 hex
+ *   digits>, preallocated to S bytes of real zero blocks when it is made, so
+ *   that a commit's write+fdatasync never changes a file's size (on the
+ *   machines measured that costs 119 us instead of 219 us).  Records never
+ *   span segments: the tail of a segment too short for the next record is
+ *   padding (a record of type 0 when at least a header fits, else implicit).
+ *
+ *   Appends go to an in-memory buffer under lg->mu.  log_flush makes a
+ *   prefix durable; one thread at a time writes and syncs (the flusher) while
+ *   the others wait on lg->cv for a flush that covers their LSN (group
+ *   commit).  The flusher swaps the buffer for the spare one, so appends go
+ *   on while it writes.  Only bytes past the durable point are ever written:
+ *   durable records are never rewritten, so a torn write cannot reach them.
+ *
+ *   Unneeded segments are recycled (header rewritten under the old name,
+ *   then renamed to a future index), or removed when two spares exist.
+ *
+ * Segment header (LOG_SEG_HDR = 512 bytes, at offset 0 of each file)
+ *     0  8  magic "TPFSLOG1"
+ *     8  4  format version (1)
+ *    12  4  reserved (0)
+ *    16  8  segment index i
+ *    24  8  segment size S
+ *    32 16  store uuid
+ *    48 ..  zero
+ *   508  4  CRC-32C of bytes 0..507
+ *
+ * Record (8-byte aligned; LOG_REC_HDR = 64 bytes of header, then payload)
+ *     0  4  CRC-32C of bytes 4..63 and the payload
+ *     4  4  size: header + payload + padding to 8, in bytes
+ *     8  8  lsn: the record's own LSN (a stale record from a recycled
+ *           segment or an abandoned tail never matches its position)
+ *    16  8  back: LSN of the record before it in the stream (backward scan)
+ *    24  8  prev: previous record of the same transaction, or 0
+ *    32  8  txid, or 0
+ *    40  8  pgno, or LOG_NOPAGE
+ *    48  8  undo_next (CLRs)
+ *    56  2  type (0: padding to the end of the segment)
+ *    58  2  flags
+ *    60  4  payload length
+ *
+ * Invariants
+ *   L1  Records are appended in LSN order; a record's LSN is its position.
+ *   L2  durable <= written <= end; every byte below durable has been synced.
+ *   L3  Bytes below durable are never written again (W2 of the pages relies
+ *       on them; a torn rewrite could otherwise destroy a commit).
+ *   L4  A record is valid iff its CRC matches, its lsn equals its position
+ *       and it fits in its segment; the log ends at the first invalid one.
+ *   L5  After a tail is cut, the cut bytes are zeroed before anything new
+ *       is appended, so no stale valid-looking record can follow a new one.
+ *   L6  Every segment file at or above the start segment carries a valid
+ *       header for its own index and this store's uuid.
+ *   L7  The first failed write or sync panics the log: nothing more is
+ *       appended or flushed until the store is reopened.
+ */
+#include "log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "tp.h"
+#include "util.h"
+
+#define SEG_MAGIC "TPFSLOG1"
+#define SEG_VERSION 1u
+#define NSEGF 16     /* open segment files kept */
+#define SPARES 2     /* recycled segments kept ahead */
+#define BUF_MIN (1u << 20)
+
+typedef struct segf {
+	uint64_t idx;
+	io_file *f; /* NULL: slot free */
+} segf;
+
+struct log_mgr {
+	char *dir;
+	uint64_t seg;         /* segment size S */
+	uint8_t uuid[16];
+	int readonly, quiet;
+
+	pthread_mutex_t mu;   /* everything below */
+	pthread_cond_t cv;    /* flush finished */
+	uint64_t end;         /* next LSN */
+	uint64_t last;        /* LSN of the last record, 0 if none */
+	uint64_t horizon;     /* full-page-image horizon */
+	unsigned char *buf;   /* bytes [buf_lsn, end) */
+	size_t cap;
+	uint64_t buf_lsn;
+	unsigned char *fbuf;  /* the flusher's buffer: [f_lsn, f_end) */
+	size_t fcap;
+	uint64_t f_lsn, f_end;
+	int flushing;         /* a flusher is writing fbuf */
+	uint64_t written;     /* bytes below are in the files */
+	uint64_t durable;     /* bytes below are synced (L2) */
+	uint64_t start;       /* oldest LSN kept */
+	uint64_t max_seg;     /* highest segment file present */
+	int panic;            /* L7: sticky */
+	segf files[NSEGF];
+	log_stats st;
+};
+
+struct log_scan {
+	log_mgr *lg;
+	uint64_t pos;       /* next LSN to read forward */
+	uint64_t cur;       /* LSN of the last record returned, 0 if none */
+	int started;
+	unsigned char *rec; /* the last record read */
+	size_t rcap;
+};
+
+static inline uint64_t align8(uint64_t x) { return (x + 7) & ~(uint64_t)7; }
+
+/* The first record position at or after pos (skips segment headers and
+ * tails too short for a header). */
+static uint64_t norm(const log_mgr *lg, uint64_t pos)
+{
+	uint64_t off = pos % lg->seg;
+	if (off < LOG_SEG_HDR)
+		return pos - off + LOG_SEG_HDR;
+	if (lg->seg - off < LOG_REC_HDR)
+		return pos - off + lg->seg + LOG_SEG_HDR;
+	return pos;
+}
+
+static void seg_name(const log_mgr *lg, uint64_t idx, char *out, size_t n)
+{
+	snprintf(out, n, "%s/log.%016" PRIx64, lg->dir, idx);
+}
+
+/* ---- segment headers ---- */
+
+static void seg_hdr_make(const log_mgr *lg, uint64_t idx, unsigned char *h)
+{
+	memset(h, 0, LOG_SEG_HDR);
+	memcpy(h, SEG_MAGIC, 8);
+	util_put32(h + 8, SEG_VERSION);
+	util_put64(h + 16, idx);
+	util_put64(h + 24, lg->seg);
+	memcpy(h + 32, lg->uuid, 16);
+	util_put32(h + 508, util_crc32c(0, h, 508));
+}
+
+/* 0, or TP_ECORRUPT/TP_EVERSION with a message naming the file. */
+static int seg_hdr_check(const log_mgr *lg, uint64_t idx, const unsigned char *h, const char *path)
+{
+	if (memcmp(h, SEG_MAGIC, 8) != 0)
+		return util_err(TP_ECORRUPT, "%s: not a tpfs log segment (bad magic)", path);
+	if (util_get32(h + 508) != util_crc32c(0, h, 508))
+		return util_err(TP_ECORRUPT, "%s: segment header checksum mismatch", path);
+	if (util_get32(h + 8) > SEG_VERSION)
+		return util_err(TP_EVERSION, "%s: log format version %" PRIu32 " is newer than this tpfs supports (%u)",
+				path, util_get32(h + 8), SEG_VERSION);
+	if (util_get64(h + 16) != idx)
+		return util_err(TP_ECORRUPT, "%s: header names segment %" PRIu64 ", not %" PRIu64, path,
+				util_get64(h + 16), idx);
+	if (util_get64(h + 24) != lg->seg)
+		return util_err(TP_ECORRUPT, "%s: segment size %" PRIu64 " differs from the store's %" PRIu64, path,
+				util_get64(h + 24), lg->seg);
+	if (memcmp(h + 32, lg->uuid, 16) != 0)
+		return util_err(TP_ECORRUPT, "%s: segment belongs to another store (uuid mismatch)", path);
+	return 0;
+}
+
+/* ---- segment files ---- */
+
+static io_file *segf_find(log_mgr *lg, uint64_t idx)
+{
+	for (int i = 0; i < NSEGF; i++)
+		if (lg->files[i].f && lg->files[i].idx == idx)
+			return lg->files[i].f;
+	return NULL;
+}
+
+static void segf_forget(log_mgr *lg, uint64_t idx)
+{
+	for (int i = 0; i < NSEGF; i++)
+		if (lg->files[i].f && lg->files[i].idx == idx) {
+			io_close(lg->files[i].f);
+			lg->files[i].f = NULL;
+		}
+}
+
+/* Opens segment idx (cached).  ENOENT if it does not exist. */
+static int segf_get(log_mgr *lg, uint64_t idx, io_file **out)
+{
+	char path[4096];
+	io_file *f;
+	int rc, victim = -1;
+
+	if ((*out = segf_find(lg, idx)) != NULL)
+		return 0;
+	seg_name(lg, idx, path, sizeof path);
+	if ((rc = io_open(path, lg->readonly ? IO_RDONLY : 0, &f)) != 0)
+		return rc;
+	for (int i = 0; i < NSEGF; i++) {
+		if (!lg->files[i].f) {
+			victim = i;
+			break;
+		}
+		/* evict the oldest segment: the least likely to be read, and never
+		 * one the flusher may be writing (at or past the durable point) */
+		if ((!lg->flushing || lg->files[i].idx < lg->durable / lg->seg) &&
+		    (victim < 0 || lg->files[i].idx < lg->files[victim].idx))
+			victim = i;
+	}
+	if (victim < 0) {
+		io_close(f);
+		return util_err(EMFILE, "%s: too many log segments open", path);
+	}
+	if (lg->files[victim].f)
+		io_close(lg->files[victim].f);
+	lg->files[victim].idx = idx;
+	lg->files[victim].f = f;
+	*out = f;
+	return 0;
+}
+
+/* Makes segment idx: zero-filled, with its header, durable, then named. */
+static int seg_make(log_mgr *lg, uint64_t idx)
+{
+	char tmp[4096], path[4096];
+	unsigned char h[LOG_SEG_HDR];
+	io_file *f = NULL;
+	int rc;
+
+	snprintf(tmp, sizeof tmp, "%s/log.tmp", lg->dir);
+	seg_name(lg, idx, path, sizeof path);
+	(void)io_unlink(tmp);
+	if ((rc = io_open(tmp, IO_CREATE | IO_EXCL, &f)) != 0)
+		goto err;
+	if ((rc = io_preallocate(f, lg->seg)) != 0)
+		goto err;
+	seg_hdr_make(lg, idx, h);
+	if ((rc = io_pwrite(f, h, sizeof h, 0)) != 0 || (rc = io_sync(f)) != 0)
+		goto err;
+	io_close(f);
+	f = NULL;
+	if ((rc = io_rename(tmp, path)) != 0 || (rc = io_sync_dir(lg->dir)) != 0)
+		goto err;
+	if (idx > lg->max_seg)
+		lg->max_seg = idx;
+	return 0;
+err:
+	if (f)
+		io_close(f);
+	return util_err(rc, "%s: cannot create log segment: %s", path, strerror(rc));
+}
+
+/* Ensures segment idx exists and that one more is ready after it. */
+static int seg_ensure(log_mgr *lg, uint64_t idx)
+{
+	int rc;
+	for (uint64_t i = idx; i <= idx + 1; i++) {
+		char path[4096];
+		seg_name(lg, i, path, sizeof path);
+		if (io_exists(path, NULL) == ENOENT && (rc = seg_make(lg, i)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- record encoding ---- */
+
+static void rec_encode(unsigned char *p, uint64_t size, uint64_t back, const log_rec *r)
+{
+	util_put32(p + 4, (uint32_t)size);
+	util_put64(p + 8, r->lsn);
+	util_put64(p + 16, back);
+	util_put64(p + 24, r->prev_lsn);
+	util_put64(p + 32, r->txid);
+	util_put64(p + 40, r->pgno);
+	util_put64(p + 48, r->undo_next);
+	util_put16(p + 56, r->type);
+	util_put16(p + 58, r->flags);
+	util_put32(p + 60, r->len);
+	if (r->len)
+		memcpy(p + LOG_REC_HDR, r->data, r->len);
+	if (size > LOG_REC_HDR + (uint64_t)r->len)
+		memset(p + LOG_REC_HDR + r->len, 0, size - LOG_REC_HDR - r->len);
+	util_put32(p, util_crc32c(0, p + 4, LOG_REC_HDR - 4 + r->len));
+}
+
+/* L4: is the record at pos (avail bytes readable at p) whole and valid?
+ * Returns its size, or 0.  The header alone is checked when hdr_only. */
+static uint64_t rec_valid(const log_mgr *lg, const unsigned char *p, uint64_t pos, size_t avail, int hdr_only)
+{
+	if (avail < LOG_REC_HDR)
+		return 0;
+	uint64_t size = util_get32(p + 4), len = util_get32(p + 60);
+	if (util_get64(p + 8) != pos || size < LOG_REC_HDR || size % 8 || size > lg->seg - pos % lg->seg ||
+	    LOG_REC_HDR + len > size)
+		return 0;
+	if (hdr_only)
+		return size;
+	if (avail < LOG_REC_HDR + len)
+		return 0;
+	if (util_get32(p) != util_crc32c(0, p + 4, LOG_REC_HDR - 4 + len))
+		return 0;
+	return size;
+}
+
+static void rec_decode(const unsigned char *p, log_rec *r, uint64_t *back)
+{
+	r->lsn = util_get64(p + 8);
+	if (back)
+		*back = util_get64(p + 16);
+	r->prev_lsn = util_get64(p + 24);
+	r->txid = util_get64(p + 32);
+	r->pgno = util_get64(p + 40);
+	r->undo_next = util_get64(p + 48);
+	r->type = util_get16(p + 56);
+	r->flags = util_get16(p + 58);
+	r->len = util_get32(p + 60);
+	r->data = p + LOG_REC_HDR;
+}
+
+/* ---- appending ---- */
+
+static int flush_locked(log_mgr *lg, uint64_t lsn);
+
+/* Appends r at the end (mu held; a full buffer is flushed, which lets
+ * other appenders in, so the position is computed after room is made). */
+static int put_locked(log_mgr *lg, log_rec *r)
+{
+	uint64_t size = align8(LOG_REC_HDR + (uint64_t)r->len);
+	uint64_t pos, pad;
+	int rc;
+
+	if (size > lg->seg - LOG_SEG_HDR)
+		return util_err(TP_EINVAL, "log record of %" PRIu64 " bytes exceeds the segment size", size);
+	for (;;) {
+		if (lg->panic)
+			return util_err(TP_EPANIC, "log %s: an earlier write failed; reopen the store to recover",
+					lg->dir);
+		pos = lg->end;
+		pad = lg->seg - pos % lg->seg < size ? lg->seg - pos % lg->seg : 0;
+		/* pad, next header, record, and the gap norm() may add after it */
+		uint64_t need = pad + (pad ? LOG_SEG_HDR : 0) + size + LOG_SEG_HDR + LOG_REC_HDR;
+		if (lg->end - lg->buf_lsn + need <= lg->cap)
+			break;
+		if (lg->end == lg->buf_lsn) { /* a record larger than the buffer */
+			size_t ncap = lg->cap;
+			while (ncap < need)
+				ncap *= 2;
+			unsigned char *nb = realloc(lg->buf, ncap);
+			if (!nb)
+				return ENOMEM;
+			lg->buf = nb;
+			lg->cap = ncap;
+			break;
+		}
+		if ((rc = flush_locked(lg, lg->last)) != 0)
+			return rc;
+	}
+	if (pad) { /* pad to the end of the segment */
+		unsigned char *b = lg->buf + (pos - lg->buf_lsn);
+		memset(b, 0, pad + LOG_SEG_HDR);
+		if (pad >= LOG_REC_HDR) {
+			log_rec skip = {.lsn = pos, .pgno = LOG_NOPAGE};
+			rec_encode(b, pad, lg->last, &skip);
+		}
+		pos = lg->end = norm(lg, pos + pad);
+		if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
+			return rc;
+	}
+	r->lsn = pos;
+	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
+	lg->last = pos;
+	lg->end = norm(lg, pos + size);
+	if (lg->end > pos + size) /* tail too short for a header, and the next segment's header */
+		memset(lg->buf + (pos + size - lg->buf_lsn), 0, lg->end - pos - size);
+	if (!lg->readonly && lg->end / lg->seg != pos / lg->seg && (rc = seg_ensure(lg, lg->end / lg->seg)) != 0)
+		return rc;
+	lg->st.records++;
+	lg->st.bytes += size;
+	return 0;
+}
+
+int log_put(log_mgr *lg, log_rec *r)
+{
+	pthread_mutex_lock(&lg->mu);
+	int rc = put_locked(lg, r);
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+int log_put_page(log_mgr *lg, log_rec *r, const void *pg, uint32_t page_size, uint64_t page_lsn,
+		 uint16_t fpi_type, uint64_t *fpi_lsn)
+{
+	int rc = 0;
+	pthread_mutex_lock(&lg->mu);
+	*fpi_lsn = 0;
+	if (page_lsn < lg->horizon) {
+		log_rec img = {.pgno = r->pgno, .type = fpi_type, .len = page_size, .data = pg};
+		if ((rc = put_locked(lg, &img)) != 0)
+			goto out;
+		lg->st.fpis++;
+		*fpi_lsn = img.lsn;
+	}
+	rc = put_locked(lg, r);
+out:
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+uint64_t log_set_horizon(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	uint64_t h = lg->horizon = lg->end;
+	pthread_mutex_unlock(&lg->mu);
+	return h;
+}
+
+/* ---- flushing ---- */
+
+/* Writes [a, b) from p to the segment files and syncs them (mu not held).
+ * Each segment is synced before the next one is written, so a later
+ * segment never holds records while an earlier one lost some: a valid
+ * record after a bad one then always means corruption (see log_open). */
+static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t b)
+{
+	int rc = 0;
+
+	for (uint64_t k = a / lg->seg; a < b && k <= (b - 1) / lg->seg; k++) {
+		uint64_t lo = a > k * lg->seg + LOG_SEG_HDR ? a : k * lg->seg + LOG_SEG_HDR;
+		uint64_t hi = b < (k + 1) * lg->seg ? b : (k + 1) * lg->seg;
+		io_file *f;
+		if (lo >= hi)
+			continue;
+		pthread_mutex_lock(&lg->mu);
+		rc = segf_get(lg, k, &f);
+		pthread_mutex_unlock(&lg->mu);
+		if (rc)
+			return util_err(rc, "log segment %" PRIu64 ": cannot open: %s", k, strerror(rc));
+		if ((rc = io_pwrite(f, p + (lo - a), hi - lo, lo - k * lg->seg)) != 0)
+			return util_err(rc, "%s: log write failed: %s", io_path(f), strerror(rc));
+		io_point("log.flush.written");
+		if ((rc = io_sync(f)) != 0)
+			return util_err(rc, "%s: log sync failed: %s", io_path(f), strerror(rc));
+	}
+	return 0;
+}
+
+/* Group commit (mu held on entry and exit). */
+static int flush_locked(log_mgr *lg, uint64_t lsn)
+{
+	for (;;) {
+		if (lg->panic)
+			return util_err(TP_EPANIC, "log %s: an earlier write failed; reopen the store to recover",
+					lg->dir);
+		if (lg->durable > lsn || lg->durable >= lg->end)
+			return 0;
+		if (lg->flushing) {
+			pthread_cond_wait(&lg->cv, &lg->mu);
+			continue;
+		}
+		/* become the flusher: take the buffer, leave the spare */
+		unsigned char *b = lg->buf;
+		size_t bc = lg->cap;
+		uint64_t a = lg->buf_lsn, e = lg->end;
+		lg->buf = lg->fbuf;
+		lg->cap = lg->fcap;
+		lg->fbuf = b;
+		lg->fcap = bc;
+		lg->f_lsn = a;
+		lg->f_end = e;
+		lg->buf_lsn = e;
+		lg->flushing = 1;
+		pthread_mutex_unlock(&lg->mu);
+		int rc = write_range(lg, b, a, e);
+		pthread_mutex_lock(&lg->mu);
+		lg->flushing = 0;
+		lg->st.flushes++;
+		if (rc) {
+			lg->panic = 1;
+			pthread_cond_broadcast(&lg->cv);
+			return rc;
+		}
+		lg->written = lg->durable = e;
+		lg->st.syncs++;
+		pthread_cond_broadcast(&lg->cv);
+	}
+}
+
+int log_flush(log_mgr *lg, uint64_t lsn)
+{
+	pthread_mutex_lock(&lg->mu);
+	int rc = flush_locked(lg, lsn);
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+uint64_t log_end(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	uint64_t e = lg->end;
+	pthread_mutex_unlock(&lg->mu);
+	return e;
+}
+
+uint64_t log_durable(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	uint64_t d = lg->durable;
+	pthread_mutex_unlock(&lg->mu);
+	return d;
+}
+
+uint64_t log_start(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	uint64_t s = lg->start;
+	pthread_mutex_unlock(&lg->mu);
+	return s;
+}
+
+void log_panic(log_mgr *lg, int rc, const char *what)
+{
+	pthread_mutex_lock(&lg->mu);
+	if (!lg->panic && !lg->quiet && what)
+		fprintf(stderr, "tpfs: %s failed (%s); the store needs recovery: reopen it\n", what,
+			rc > 0 ? strerror(rc) : tp_strerror(rc));
+	lg->panic = 1;
+	pthread_cond_broadcast(&lg->cv);
+	pthread_mutex_unlock(&lg->mu);
+}
+
+int log_panicked(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	int p = lg->panic;
+	pthread_mutex_unlock(&lg->mu);
+	return p;
+}
+
+void log_stats_get(log_mgr *lg, log_stats *s)
+{
+	pthread_mutex_lock(&lg->mu);
+	*s = lg->st;
+	pthread_mutex_unlock(&lg->mu);
+}
+
+/* ---- reading ---- */
+
+/* Copies [pos, pos+len) of the stream into out, from memory or the files.
+ * *got is how many bytes exist (short at the end of the log or a segment). */
+static int read_bytes(log_mgr *lg, uint64_t pos, void *out, size_t len, size_t *got)
+{
+	uint64_t seg_end = (pos / lg->seg + 1) * lg->seg;
+	io_file *f;
+	int rc;
+
+	if (pos + len > seg_end)
+		len = seg_end - pos;
+	pthread_mutex_lock(&lg->mu);
+	if (pos >= lg->buf_lsn && pos < lg->end) {
+		size_t n = lg->end - pos < len ? lg->end - pos : len;
+		memcpy(out, lg->buf + (pos - lg->buf_lsn), n);
+		*got = n;
+		pthread_mutex_unlock(&lg->mu);
+		return 0;
+	}
+	if (lg->flushing && pos >= lg->f_lsn && pos < lg->f_end) {
+		size_t n = lg->f_end - pos < len ? lg->f_end - pos : len;
+		memcpy(out, lg->fbuf + (pos - lg->f_lsn), n);
+		*got = n;
+		pthread_mutex_unlock(&lg->mu);
+		return 0;
+	}
+	rc = segf_get(lg, pos / lg->seg, &f);
+	if (rc == ENOENT) {
+		pthread_mutex_unlock(&lg->mu);
+		*got = 0;
+		return 0;
+	}
+	if (rc) {
+		pthread_mutex_unlock(&lg->mu);
+		return rc;
+	}
+	size_t g;
+	rc = io_pread(f, out, len, pos % lg->seg, &g);
+	pthread_mutex_unlock(&lg->mu);
+	if (rc)
+		return util_err(rc, "%s: log read failed: %s", io_path(f), strerror(rc));
+	*got = g;
+	return 0;
+}
+
+/* Reads the record at pos into *p (grown as needed).  Returns its size, 0
+ * if no valid record is there (L4), or -errno style via *rc. */
+static uint64_t read_rec(log_mgr *lg, uint64_t pos, unsigned char **p, size_t *cap, int *rc)
+{
+	size_t got;
+	uint64_t size;
+
+	*rc = 0;
+	if (*cap < LOG_REC_HDR) {
+		unsigned char *n = realloc(*p, 4096);
+		if (!n) {
+			*rc = ENOMEM;
+			return 0;
+		}
+		*p = n;
+		*cap = 4096;
+	}
+	if ((*rc = read_bytes(lg, pos, *p, LOG_REC_HDR, &got)) != 0)
+		return 0;
+	if (!(size = rec_valid(lg, *p, pos, got, 1)))
+		return 0;
+	if (size > *cap) {
+		unsigned char *n = realloc(*p, size);
+		if (!n) {
+			*rc = ENOMEM;
+			return 0;
+		}
+		*p = n;
+		*cap = size;
+	}
+	if ((*rc = read_bytes(lg, pos, *p, size, &got)) != 0)
+		return 0;
+	return rec_valid(lg, *p, pos, got, 0);
+}
+
+int log_read(log_mgr *lg, uint64_t lsn, log_rec *r, void **buf)
+{
+	unsigned char *p = NULL;
+	size_t cap = 0;
+	int rc;
+	if (!read_rec(lg, lsn, &p, &cap, &rc)) {
+		free(p);
+		return rc ? rc : util_err(TP_ECORRUPT, "log %s: no valid record at LSN %" PRIu64, lg->dir, lsn);
+	}
+	rec_decode(p, r, NULL);
+	*buf = p;
+	return 0;
+}
+
+int log_scan_open(log_mgr *lg, uint64_t from, log_scan **out)
+{
+	log_scan *s = calloc(1, sizeof *s);
+	if (!s)
+		return ENOMEM;
+	s->lg = lg;
+	s->pos = norm(lg, from);
+	*out = s;
+	return 0;
+}
+
+int log_scan_next(log_scan *s, log_rec *r)
+{
+	log_mgr *lg = s->lg;
+	int rc;
+	for (;;) {
+		uint64_t end = log_end(lg);
+		if (s->pos >= end)
+			return TP_ENOTFOUND;
+		uint64_t size = read_rec(lg, s->pos, &s->rec, &s->rcap, &rc);
+		if (!size)
+			return rc ? rc
+				  : util_err(TP_ECORRUPT, "log %s: bad record at LSN %" PRIu64 " inside the log",
+					     lg->dir, s->pos);
+		uint64_t at = s->pos;
+		s->pos = norm(lg, at + size);
+		rec_decode(s->rec, r, NULL);
+		if (r->type == 0) /* padding */
+			continue;
+		s->cur = at;
+		s->started = 1;
+		return 0;
+	}
+}
+
+int log_scan_prev(log_scan *s, log_rec *r)
+{
+	log_mgr *lg = s->lg;
+	uint64_t target, back;
+	int rc;
+
+	for (;;) {
+		if (!s->started) {
+			pthread_mutex_lock(&lg->mu);
+			target = lg->last;
+			pthread_mutex_unlock(&lg->mu);
+			s->started = 1;
+		} else {
+			if (!s->cur)
+				return TP_ENOTFOUND;
+			if (!read_rec(lg, s->cur, &s->rec, &s->rcap, &rc))
+				return rc ? rc : TP_ECORRUPT;
+			rec_decode(s->rec, r, &back);
+			target = back;
+		}
+		if (!target || target < log_start(lg)) {
+			s->cur = 0;
+			return TP_ENOTFOUND;
+		}
+		if (!read_rec(lg, target, &s->rec, &s->rcap, &rc))
+			return rc ? rc
+				  : util_err(TP_ECORRUPT, "log %s: bad record at LSN %" PRIu64 " (backward scan)",
+					     lg->dir, target);
+		rec_decode(s->rec, r, NULL);
+		s->cur = target;
+		s->pos = norm(lg, target + util_get32(s->rec + 4));
+		if (r->type != 0)
+			return 0;
+	}
+}
+
+void log_scan_close(log_scan *s)
+{
+	if (!s)
+		return;
+	free(s->rec);
+	free(s);
+}
+
+/* ---- create, open, close, truncate ---- */
+
+static int log_alloc(const log_config *cfg, log_mgr **out)
+{
+	log_mgr *lg = calloc(1, sizeof *lg);
+	if (!lg)
+		return ENOMEM;
+	lg->dir = strdup(cfg->dir);
+	lg->seg = cfg->seg_size;
+	memcpy(lg->uuid, cfg->uuid, 16);
+	lg->readonly = cfg->readonly;
+	lg->quiet = cfg->quiet;
+	lg->cap = lg->fcap = BUF_MIN > 2 * cfg->seg_size ? 2 * cfg->seg_size : BUF_MIN;
+	if (lg->cap < 4 * 65536)
+		lg->cap = lg->fcap = 4 * 65536;
+	lg->buf = malloc(lg->cap);
+	lg->fbuf = malloc(lg->fcap);
+	if (!lg->dir || !lg->buf || !lg->fbuf) {
+		free(lg->dir);
+		free(lg->buf);
+		free(lg->fbuf);
+		free(lg);
+		return ENOMEM;
+	}
+	pthread_mutex_init(&lg->mu, NULL);
+	pthread_cond_init(&lg->cv, NULL);
+	*out = lg;
+	return 0;
+}
+
+static void log_free(log_mgr *lg)
+{
+	for (int i = 0; i < NSEGF; i++)
+		if (lg->files[i].f)
+			io_close(lg->files[i].f);
+	pthread_mutex_destroy(&lg->mu);
+	pthread_cond_destroy(&lg->cv);
+	free(lg->buf);
+	free(lg->fbuf);
+	free(lg->dir);
+	free(lg);
+}
+
+int log_create(const log_config *cfg)
+{
+	log_mgr *lg;
+	int rc;
+	if (cfg->seg_size < 65536 || cfg->seg_size % 4096)
+		return util_err(TP_EINVAL, "log segment size %" PRIu64 " must be a multiple of 4096, at least 65536",
+				cfg->seg_size);
+	if ((rc = log_alloc(cfg, &lg)) != 0)
+		return rc;
+	rc = seg_ensure(lg, 0);
+	log_free(lg);
+	return rc;
+}
+
+/* Lists the segment indexes present in the directory (ascending). */
+static int seg_list(const log_mgr *lg, uint64_t **out, size_t *n)
+{
+	DIR *d = opendir(lg->dir);
+	struct dirent *e;
+	uint64_t *v = NULL;
+	size_t cnt = 0, cap = 0;
+	if (!d) {
+		int rc = errno;
+		return util_err(rc == ENOENT ? TP_EBADSTORE : rc, "%s: cannot open the log directory: %s", lg->dir,
+				strerror(rc));
+	}
+	while ((e = readdir(d)) != NULL) {
+		char *endp;
+		if (strncmp(e->d_name, "log.", 4) != 0 || strlen(e->d_name) != 20)
+			continue;
+		uint64_t idx = strtoull(e->d_name + 4, &endp, 16);
+		if (*endp)
+			continue;
+		if (cnt == cap) {
+			cap = cap ? 2 * cap : 16;
+			uint64_t *nv = realloc(v, cap * sizeof *v);
+			if (!nv) {
+				free(v);
+				closedir(d);
+				return ENOMEM;
+			}
+			v = nv;
+		}
+		v[cnt++] = idx;
+	}
+	closedir(d);
+	for (size_t i = 1; i < cnt; i++) /* insertion sort: a handful of files */
+		for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+			uint64_t t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+/* After the log's end at pos: how far do stale or torn bytes reach in its
+ * segment (so they can be reported and zeroed, L5), and does the log go on
+ * in a later segment (corruption inside the log, not a torn tail)? */
+static int tail_examine(log_mgr *lg, uint64_t pos, uint64_t *cut_end, int *continues)
+{
+	uint64_t base = pos - pos % lg->seg, segend = base + lg->seg;
+	size_t len = segend - pos, got;
+	unsigned char *p = malloc(len), *q = NULL;
+	size_t qcap = 0;
+	int rc = 0;
+
+	*cut_end = pos;
+	*continues = 0;
+	if (!p)
+		return ENOMEM;
+	if ((rc = read_bytes(lg, pos, p, len, &got)) != 0)
+		goto out;
+	/* the torn record itself, if its header survived */
+	uint64_t sz = rec_valid(lg, p, pos, got, 1);
+	if (sz)
+		*cut_end = pos + sz;
+	/* any later record that still looks whole, and belongs here */
+	for (uint64_t o = 8; o + LOG_REC_HDR <= got; o += 8)
+		if (util_get64(p + o + 8) == pos + o && (sz = rec_valid(lg, p + o, pos + o, got - o, 0)))
+			*cut_end = pos + o + sz;
+	/* a valid first record in the next segment means the log went on */
+	uint64_t nxt = segend + LOG_SEG_HDR;
+	if (read_rec(lg, nxt, &q, &qcap, &rc) && rc == 0)
+		*continues = 1;
+	if (rc == ENOENT)
+		rc = 0;
+out:
+	free(p);
+	free(q);
+	return rc;
+}
+
+int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
+{
+	log_mgr *lg;
+	uint64_t *segs = NULL, pos, size, last = 0;
+	size_t nsegs = 0;
+	unsigned char *p = NULL, h[LOG_SEG_HDR];
+	size_t cap = 0, got;
+	int rc;
+
+	if ((rc = log_alloc(cfg, &lg)) != 0)
+		return rc;
+	if ((rc = seg_list(lg, &segs, &nsegs)) != 0)
+		goto err;
+	/* L6: every segment from the start one on is well formed */
+	uint64_t sseg = start / lg->seg;
+	int have_start = 0;
+	for (size_t i = 0; i < nsegs; i++) {
+		io_file *f;
+		char path[4096];
+		if (segs[i] < sseg)
+			continue;
+		seg_name(lg, segs[i], path, sizeof path);
+		if (segs[i] == sseg)
+			have_start = 1;
+		if ((rc = segf_get(lg, segs[i], &f)) != 0) {
+			rc = util_err(rc, "%s: cannot open: %s", path, strerror(rc));
+			goto err;
+		}
+		if ((rc = io_pread(f, h, sizeof h, 0, &got)) != 0) {
+			rc = util_err(rc, "%s: cannot read: %s", path, strerror(rc));
+			goto err;
+		}
+		if (got < sizeof h) {
+			rc = util_err(TP_ECORRUPT, "%s: truncated segment (%zu bytes)", path, got);
+			goto err;
+		}
+		if ((rc = seg_hdr_check(lg, segs[i], h, path)) != 0)
+			goto err;
+		uint64_t fsz;
+		if ((rc = io_size(f, &fsz)) != 0)
+			goto err;
+		if (fsz < lg->seg) {
+			rc = util_err(TP_ECORRUPT, "%s: truncated segment (%" PRIu64 " of %" PRIu64 " bytes)", path,
+				      fsz, lg->seg);
+			goto err;
+		}
+		lg->max_seg = segs[i];
+	}
+	if (!have_start) {
+		char path[4096];
+		seg_name(lg, sseg, path, sizeof path);
+		rc = util_err(TP_EBADSTORE, "%s: missing log segment (the log is needed from LSN %" PRIu64 ")", path,
+			      start);
+		goto err;
+	}
+	/* L4: find the end */
+	pos = norm(lg, start);
+	for (;;) {
+		if (!(size = read_rec(lg, pos, &p, &cap, &rc))) {
+			if (rc && rc != ENOENT)
+				goto err;
+			rc = 0;
+			break;
+		}
+		if (util_get16(p + 56) != 0)
+			last = pos;
+		pos = norm(lg, pos + size);
+	}
+	/* a torn tail, or corruption inside the log? */
+	uint64_t cut_end;
+	int continues;
+	if ((rc = tail_examine(lg, pos, &cut_end, &continues)) != 0)
+		goto err;
+	if (continues) {
+		char path[4096];
+		seg_name(lg, pos / lg->seg, path, sizeof path);
+		rc = util_err(TP_ECORRUPT,
+			      "%s: bad record at LSN %" PRIu64 " but the log goes on in the next segment: "
+			      "refusing to cut committed history",
+			      path, pos);
+		goto err;
+	}
+	lg->st.cut_bytes = cut_end - pos;
+	if (cut_end > pos) {
+		char path[4096];
+		seg_name(lg, pos / lg->seg, path, sizeof path);
+		if (!lg->quiet)
+			fprintf(stderr, "tpfs: log: torn tail cut at LSN %" PRIu64 " in %s: %" PRIu64 " bytes discarded\n",
+				pos, path, cut_end - pos);
+		if (!lg->readonly) { /* L5 */
+			io_file *f;
+			unsigned char *z = calloc(1, cut_end - pos);
+			if (!z) {
+				rc = ENOMEM;
+				goto err;
+			}
+			if ((rc = segf_get(lg, pos / lg->seg, &f)) == 0 &&
+			    (rc = io_pwrite(f, z, cut_end - pos, pos % lg->seg)) == 0)
+				rc = io_sync(f);
+			free(z);
+			if (rc) {
+				rc = util_err(rc, "%s: cannot zero the torn tail: %s", path, strerror(rc));
+				goto err;
+			}
+		}
+	}
+	lg->end = lg->buf_lsn = lg->written = lg->durable = pos;
+	lg->last = last;
+	lg->start = start;
+	if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
+		goto err;
+	free(p);
+	free(segs);
+	*out = lg;
+	return 0;
+err:
+	free(p);
+	free(segs);
+	log_free(lg);
+	return rc;
+}
+
+int log_close(log_mgr *lg)
+{
+	int rc = 0;
+	if (!lg)
+		return 0;
+	if (!lg->readonly && !lg->panic)
+		rc = log_flush(lg, lg->last);
+	log_free(lg);
+	return rc;
+}
+
+int log_truncate(log_mgr *lg, uint64_t keep)
+{
+	uint64_t *segs = NULL;
+	size_t n = 0;
+	int rc;
+
+	if (lg->readonly)
+		return 0;
+	pthread_mutex_lock(&lg->mu);
+	if (keep > lg->start)
+		lg->start = keep;
+	uint64_t kseg = lg->start / lg->seg;
+	pthread_mutex_unlock(&lg->mu);
+	if ((rc = seg_list(lg, &segs, &n)) != 0)
+		return rc;
+	for (size_t i = 0; i < n && segs[i] < kseg; i++) {
+		char from[4096], to[4096];
+		unsigned char h[LOG_SEG_HDR];
+		io_file *f;
+		pthread_mutex_lock(&lg->mu);
+		segf_forget(lg, segs[i]);
+		uint64_t spares = lg->max_seg - lg->end / lg->seg;
+		uint64_t nidx = lg->max_seg + 1;
+		pthread_mutex_unlock(&lg->mu);
+		seg_name(lg, segs[i], from, sizeof from);
+		if (spares >= SPARES) {
+			if ((rc = io_unlink(from)) != 0)
+				goto out;
+			continue;
+		}
+		/* recycle: new header under the old name (unneeded), then rename (L6) */
+		seg_name(lg, nidx, to, sizeof to);
+		seg_hdr_make(lg, nidx, h);
+		if ((rc = io_open(from, 0, &f)) != 0)
+			goto out;
+		if ((rc = io_pwrite(f, h, sizeof h, 0)) == 0)
+			rc = io_sync(f);
+		io_close(f);
+		if (rc || (rc = io_rename(from, to)) != 0)
+			goto out;
+		pthread_mutex_lock(&lg->mu);
+		lg->max_seg = nidx;
+		pthread_mutex_unlock(&lg->mu);
+	}
+	rc = io_sync_dir(lg->dir);
+out:
+	free(segs);
+	if (rc > 0)
+		util_err(rc, "log %s: recycling old segments failed: %s", lg->dir, strerror(rc));
+	return rc;
+}

@@ -1,0 +1,105 @@
+/*
+ * log -- the write-ahead log: LSNs, checksummed records with per-transaction
+ * back-chains, preallocated segment files, group commit, scans.
+ *
+ * An LSN is a byte offset into the log stream; segment i of size S holds
+ * LSNs [i*S, (i+1)*S) in file `log.<i as 16 hex digits>`, whose first
+ * LOG_SEG_HDR bytes are a header.  LSN 0 means "none".  Layouts are in
+ * log_int.h and at the top of log.c.
+ */
+#ifndef TP_LOG_H
+#define TP_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct log_mgr log_mgr;
+typedef struct log_scan log_scan;
+
+#define LOG_SEG_HDR 512u
+#define LOG_REC_HDR 64u
+#define LOG_NOPAGE UINT64_MAX
+
+/* Record flags */
+enum {
+	LOG_CLR = 1 << 0, /* compensation: redo-only, undo continues at undo_next */
+};
+
+/* A record as callers see it. */
+typedef struct log_rec {
+	uint64_t lsn;       /* its own LSN (set by log_put) */
+	uint64_t prev_lsn;  /* previous record of the same transaction, or 0 */
+	uint64_t txid;      /* 0 for records of no transaction */
+	uint64_t pgno;      /* page changed, or LOG_NOPAGE */
+	uint64_t undo_next; /* CLRs: next record to undo; else 0 */
+	uint16_t type;      /* operation id (op/ops.def); 0 is the log's padding */
+	uint16_t flags;     /* LOG_CLR */
+	uint32_t len;       /* payload bytes */
+	const void *data;   /* payload */
+} log_rec;
+
+typedef struct log_config {
+	const char *dir;     /* directory of the segment files */
+	uint64_t seg_size;   /* bytes per segment, multiple of 4096 */
+	uint8_t uuid[16];    /* the store's: every segment header carries it */
+	int readonly;        /* never write: no tail repair, no segment creation */
+	int quiet;           /* no messages on stderr */
+} log_config;
+
+/* Set-up */
+/* Makes the first segment (and one spare) in an empty directory. */
+int log_create(const log_config *cfg);
+/* Opens the log whose oldest needed record is at start, finds its end, and
+ * cuts a torn tail at the last whole record (saying how much was cut). */
+int log_open(const log_config *cfg, uint64_t start, log_mgr **out);
+int log_close(log_mgr *lg);
+
+/* Appending */
+/* Appends r (r->lsn is set); not durable until log_flush covers it. */
+int log_put(log_mgr *lg, log_rec *r);
+/* Appends r, a change to page image pg (page_size bytes) whose current LSN
+ * is page_lsn.  If page_lsn is older than the full-page horizon (set by a
+ * checkpoint), a full image of the page (type fpi_type) is appended first,
+ * atomically with r: redo can then rebuild a torn page.  *fpi_lsn is its
+ * LSN, or 0 when none was needed. */
+int log_put_page(log_mgr *lg, log_rec *r, const void *pg, uint32_t page_size,
+		 uint64_t page_lsn, uint16_t fpi_type, uint64_t *fpi_lsn);
+/* Sets the full-page horizon to the current end and returns it. */
+uint64_t log_set_horizon(log_mgr *lg);
+
+/* Durability */
+/* Returns once every record with LSN <= lsn is durable.  Concurrent callers
+ * share one write+sync (group commit). */
+int log_flush(log_mgr *lg, uint64_t lsn);
+uint64_t log_end(log_mgr *lg);      /* LSN the next record gets */
+uint64_t log_durable(log_mgr *lg);  /* every byte below this is durable */
+uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
+/* Recycles the segments wholly below keep (they must be unneeded). */
+int log_truncate(log_mgr *lg, uint64_t keep);
+
+/* Panic: the first failed write or sync of the log or of a page makes the
+ * state on disk unknown; every later append, flush or page write fails with
+ * TP_EPANIC until the store is reopened (and recovered).  what names the
+ * failed action in the message on stderr (NULL: no message). */
+void log_panic(log_mgr *lg, int rc, const char *what);
+int log_panicked(log_mgr *lg);
+
+/* Reading */
+/* Reads the record at lsn; *buf is malloc'ed and holds r->data. */
+int log_read(log_mgr *lg, uint64_t lsn, log_rec *r, void **buf);
+/* Forward scan from from (a record's LSN); next returns TP_ENOTFOUND at the
+ * end.  r->data stays valid until the next call. */
+int log_scan_open(log_mgr *lg, uint64_t from, log_scan **out);
+int log_scan_next(log_scan *s, log_rec *r);
+/* Backward scan: the record before the last one returned (or before the end
+ * of the log when none was returned yet). */
+int log_scan_prev(log_scan *s, log_rec *r);
+void log_scan_close(log_scan *s);
+
+/* Statistics */
+typedef struct log_stats {
+	uint64_t records, bytes, flushes, syncs, fpis, cut_bytes;
+} log_stats;
+void log_stats_get(log_mgr *lg, log_stats *s);
+
+#endif

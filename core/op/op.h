@@ -1,0 +1,91 @@
+/*
+ * op -- the operation registry (LLADD): every log record type is an
+ * operation with a redo, an undo and a printer, listed in ops.def.
+ *
+ * Normal processing changes a page only by logging a record and calling
+ * that record's redo on the page (txn_update): the code that recovery runs
+ * is the code that runs all the time.  Redo is page-oriented: it reads only
+ * the record and the page r->pgno.  Undo may be logical: it performs the
+ * inverse through txn_compensate, which logs it as a CLR.
+ *
+ * This module also owns the page operations (op_page.c): physical byte-range
+ * set, page init, and page allocation in bitmap pages.
+ */
+#ifndef TP_OP_H
+#define TP_OP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "buf.h"
+#include "log.h"
+
+typedef struct txn txn;
+
+enum {
+	OPF_PAGE = 1 << 0,
+	OPF_FULLPAGE = 1 << 1,
+};
+
+enum op_id {
+#define OP(id, name, flags, redo, undo, print) OP_##name = id,
+#include "ops.def"
+#undef OP
+	OP__END
+};
+
+typedef struct op_def {
+	uint16_t id;
+	const char *name;
+	unsigned flags;
+	/* 0, or TP_ECORRUPT when the record does not fit the page */
+	int (*redo)(unsigned char *page, uint32_t page_size, const log_rec *r);
+	int (*undo)(txn *t, const log_rec *r);
+	void (*print)(FILE *out, const log_rec *r);
+} op_def;
+
+/* The operation of a record type, or NULL if unknown. */
+const op_def *op_get(uint16_t id);
+/* Prints one record: LSN, transaction, chain, type, page and arguments. */
+void op_print(FILE *out, const log_rec *r);
+
+/* Checkpoint record payload */
+typedef struct op_ckpt_txn {
+	uint64_t txid, first_lsn, last_lsn, undo_next;
+} op_ckpt_txn;
+typedef struct op_ckpt_page {
+	uint64_t pgno, rec_lsn;
+} op_ckpt_page;
+
+/* ---- page operations (op_page.c) ---- */
+
+/* Page allocation map: page 0 is the root page; then groups of G pages
+ * (G = bits in a page body), each starting with its bitmap page. */
+uint64_t op_group_pages(uint32_t page_size);
+int op_is_bitmap(uint32_t page_size, uint64_t pgno);
+
+/* Sets len bytes at off (an offset into the whole page, >= BUF_HDR). */
+int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
+/* Allocates a page and initializes it (zeroed body, the given type). */
+int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno);
+int op_page_free(txn *t, uint64_t pgno);
+/* Is pgno allocated?  Bitmap pages and the root page are. */
+int op_page_allocated(buf_pool *bp, uint64_t pgno, int *allocated);
+
+/* The redo/undo/print functions named in ops.def */
+int op_fpi_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_set_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_init_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_alloc_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_free_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_set_undo(txn *t, const log_rec *r);
+int op_alloc_undo(txn *t, const log_rec *r);
+int op_free_undo(txn *t, const log_rec *r);
+void op_print_none(FILE *out, const log_rec *r);
+void op_print_ckpt(FILE *out, const log_rec *r);
+void op_fpi_print(FILE *out, const log_rec *r);
+void op_set_print(FILE *out, const log_rec *r);
+void op_init_print(FILE *out, const log_rec *r);
+void op_bit_print(FILE *out, const log_rec *r);
+
+#endif

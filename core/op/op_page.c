@@ -1,0 +1,302 @@
+/*
+ * op_page -- page operations: byte-range set, page init, full-page image,
+ * and page allocation in bitmap pages; their wrappers (LLADD's Tset).
+ *
+ * Allocation map
+ *   Page 0 is the store's root page.  Pages 1.. form groups of G pages, G =
+ *   8 * (page_size - BUF_HDR); the first page of each group is its bitmap,
+ *   bit i <-> page (first + i).  Bit 0 (the bitmap itself) always counts as
+ *   allocated.  A bitmap page never written reads as zeros: all free.
+ *   Allocation is first fit from group 0 (low pages stay dense).
+ *
+ * Record payloads
+ *   PAGE_SET    u16 off, u16 len, len bytes before-image, len bytes after
+ *   PAGE_INIT   u16 page type
+ *   PAGE_ALLOC  u32 bit     (PAGE_FREE the same)
+ *   FPI         the whole page
+ *
+ * Undo: PAGE_SET's is a PAGE_SET of the before-image; ALLOC and FREE undo
+ * each other on one bit (never a byte image: other transactions' bits in
+ * the same byte must survive).  PAGE_INIT has no undo: it only follows the
+ * allocation of a page, and the undo of that allocation frees the page,
+ * whose contents then no longer matter.
+ */
+#include "op.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp.h"
+#include "txn.h"
+#include "util.h"
+
+uint64_t op_group_pages(uint32_t page_size) { return 8ull * (page_size - BUF_HDR); }
+
+int op_is_bitmap(uint32_t page_size, uint64_t pgno)
+{
+	return pgno >= 1 && (pgno - 1) % op_group_pages(page_size) == 0;
+}
+
+/* ---- redo ---- */
+
+int op_fpi_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	if (r->len != page_size)
+		return util_err(TP_ECORRUPT, "log: FPI at LSN %" PRIu64 " has %" PRIu32 " bytes, pages have %" PRIu32,
+				r->lsn, r->len, page_size);
+	memcpy(page, r->data, page_size);
+	return 0;
+}
+
+int op_set_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	const unsigned char *p = r->data;
+	if (r->len < 4)
+		goto bad;
+	uint32_t off = util_get16(p), len = util_get16(p + 2);
+	if (r->len != 4 + 2 * len || off < BUF_HDR || off + len > page_size)
+		goto bad;
+	memcpy(page + off, p + 4 + len, len);
+	return 0;
+bad:
+	return util_err(TP_ECORRUPT, "log: PAGE_SET at LSN %" PRIu64 " does not fit page %" PRIu64, r->lsn, r->pgno);
+}
+
+int op_init_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	if (r->len != 2)
+		return util_err(TP_ECORRUPT, "log: PAGE_INIT at LSN %" PRIu64 " is malformed", r->lsn);
+	memset(page, 0, page_size);
+	util_put16(page + 4, util_get16(r->data));
+	return 0;
+}
+
+static int bit_arg(uint32_t page_size, const log_rec *r, uint32_t *bit)
+{
+	*bit = r->len == 4 ? util_get32(r->data) : 0;
+	if (*bit >= op_group_pages(page_size) || *bit == 0)
+		return util_err(TP_ECORRUPT, "log: bitmap record at LSN %" PRIu64 " is malformed", r->lsn);
+	return 0;
+}
+
+int op_alloc_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	uint32_t bit;
+	int rc = bit_arg(page_size, r, &bit);
+	if (!rc)
+		page[BUF_HDR + bit / 8] |= (unsigned char)(1u << (bit % 8));
+	return rc;
+}
+
+int op_free_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	uint32_t bit;
+	int rc = bit_arg(page_size, r, &bit);
+	if (!rc)
+		page[BUF_HDR + bit / 8] &= (unsigned char)~(1u << (bit % 8));
+	return rc;
+}
+
+/* ---- undo ---- */
+
+int op_set_undo(txn *t, const log_rec *r)
+{
+	const unsigned char *p = r->data;
+	uint32_t len = util_get16(p + 2);
+	unsigned char *a = malloc(r->len);
+	int rc;
+	if (!a)
+		return ENOMEM;
+	memcpy(a, p, 4);
+	memcpy(a + 4, p + 4 + len, len); /* "before" of the CLR: what is there now */
+	memcpy(a + 4 + len, p + 4, len); /* "after": the old before-image */
+	rc = txn_compensate(t, r->pgno, OP_PAGE_SET, a, r->len);
+	free(a);
+	return rc;
+}
+
+int op_alloc_undo(txn *t, const log_rec *r)
+{
+	return txn_compensate(t, r->pgno, OP_PAGE_FREE, r->data, r->len);
+}
+
+int op_free_undo(txn *t, const log_rec *r)
+{
+	return txn_compensate(t, r->pgno, OP_PAGE_ALLOC, r->data, r->len);
+}
+
+/* ---- print ---- */
+
+void op_fpi_print(FILE *out, const log_rec *r)
+{
+	fprintf(out, " image of %" PRIu32 " bytes", r->len);
+}
+
+void op_set_print(FILE *out, const log_rec *r)
+{
+	const unsigned char *p = r->data;
+	if (r->len < 4)
+		return;
+	uint32_t off = util_get16(p), len = util_get16(p + 2);
+	fprintf(out, " off %" PRIu32 " len %" PRIu32, off, len);
+	if (r->len == 4 + 2 * len) {
+		fprintf(out, " after ");
+		for (uint32_t i = 0; i < len && i < 16; i++)
+			fprintf(out, "%02x", p[4 + len + i]);
+		if (len > 16)
+			fprintf(out, "...");
+	}
+}
+
+void op_init_print(FILE *out, const log_rec *r)
+{
+	if (r->len == 2)
+		fprintf(out, " type %u", util_get16(r->data));
+}
+
+void op_bit_print(FILE *out, const log_rec *r)
+{
+	if (r->len == 4)
+		fprintf(out, " bit %" PRIu32, util_get32(r->data));
+}
+
+/* ---- wrappers ---- */
+
+int op_page_allocated(buf_pool *bp, uint64_t pgno, int *allocated)
+{
+	uint32_t ps = buf_page_size(bp);
+	uint64_t g = op_group_pages(ps);
+	buf_page *pg;
+	int rc;
+	if (pgno == 0 || op_is_bitmap(ps, pgno)) {
+		*allocated = 1;
+		return 0;
+	}
+	uint64_t bm = 1 + (pgno - 1) / g * g, bit = pgno - bm;
+	if ((rc = buf_get(bp, bm, BUF_S, &pg)) != 0)
+		return rc;
+	*allocated = (buf_data(pg)[BUF_HDR + bit / 8] >> (bit % 8)) & 1;
+	buf_put(bp, pg);
+	return 0;
+}
+
+/* The page must be an allocated data page for writes and frees. */
+static int check_data_page(buf_pool *bp, uint64_t pgno, const char *what)
+{
+	int a, rc;
+	if (op_is_bitmap(buf_page_size(bp), pgno))
+		return util_err(TP_EINVAL, "%s page %" PRIu64 ": it is an allocation bitmap page", what, pgno);
+	if ((rc = op_page_allocated(bp, pgno, &a)) != 0)
+		return rc;
+	if (!a)
+		return util_err(TP_EINVAL, "%s page %" PRIu64 ": the page is not allocated", what, pgno);
+	return 0;
+}
+
+int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len)
+{
+	buf_pool *bp = txn_pool(t);
+	uint32_t ps = buf_page_size(bp);
+	buf_page *pg;
+	unsigned char *a;
+	int rc;
+
+	if (off < BUF_HDR || off > ps || len > ps - off)
+		return util_err(TP_EINVAL, "write to page %" PRIu64 ": range %" PRIu32 "+%" PRIu32 " is outside the body",
+				pgno, off, len);
+	if (len == 0)
+		return 0;
+	if ((rc = check_data_page(bp, pgno, "write to")) != 0)
+		return rc;
+	if (!(a = malloc(4 + 2 * (size_t)len)))
+		return ENOMEM;
+	if ((rc = buf_get(bp, pgno, BUF_X, &pg)) == 0) {
+		util_put16(a, (uint16_t)off);
+		util_put16(a + 2, (uint16_t)len);
+		memcpy(a + 4, buf_data(pg) + off, len);
+		memcpy(a + 4 + len, data, len);
+		rc = txn_update(t, pg, OP_PAGE_SET, a, 4 + 2 * len);
+		buf_put(bp, pg);
+	}
+	free(a);
+	return rc;
+}
+
+/* First clear bit >= 1 of a bitmap body that no open transaction freed. */
+static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_t first, uint32_t *bit)
+{
+	for (uint64_t byte = 0; byte < g / 8; byte++) {
+		if (body[byte] == 0xff)
+			continue;
+		for (unsigned b = 0; b < 8; b++) {
+			uint64_t i = byte * 8 + b;
+			if (i == 0 || (body[byte] >> b) & 1)
+				continue;
+			if (txn_page_held(tm, first + i)) /* T5 */
+				continue;
+			*bit = (uint32_t)i;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno)
+{
+	buf_pool *bp = txn_pool(t);
+	uint32_t ps = buf_page_size(bp);
+	uint64_t g = op_group_pages(ps);
+	unsigned char arg[4];
+	buf_page *pg;
+	uint32_t bit;
+	int rc;
+
+	for (uint64_t grp = 0;; grp++) {
+		uint64_t bm = 1 + grp * g;
+		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
+			return rc;
+		if (!find_free(txn_mgr_of(t), buf_data(pg) + BUF_HDR, g, bm, &bit)) {
+			buf_put(bp, pg);
+			continue;
+		}
+		util_put32(arg, bit);
+		rc = txn_update(t, pg, OP_PAGE_ALLOC, arg, 4);
+		buf_put(bp, pg);
+		if (rc)
+			return rc;
+		*pgno = bm + bit;
+		break;
+	}
+	/* the new page's old contents do not matter: it is rebuilt whole */
+	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
+		return rc;
+	util_put16(arg, type);
+	rc = txn_update(t, pg, OP_PAGE_INIT, arg, 2);
+	buf_put(bp, pg);
+	return rc;
+}
+
+int op_page_free(txn *t, uint64_t pgno)
+{
+	buf_pool *bp = txn_pool(t);
+	uint64_t g = op_group_pages(buf_page_size(bp));
+	unsigned char arg[4];
+	buf_page *pg;
+	int rc;
+
+	if (pgno == 0)
+		return util_err(TP_EINVAL, "free page 0: it is the store's root page");
+	if ((rc = check_data_page(bp, pgno, "free")) != 0)
+		return rc;
+	uint64_t bm = 1 + (pgno - 1) / g * g;
+	if ((rc = txn_note_free(t, pgno)) != 0)
+		return rc;
+	util_put32(arg, (uint32_t)(pgno - bm));
+	if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
+		return rc;
+	rc = txn_update(t, pg, OP_PAGE_FREE, arg, 4);
+	buf_put(bp, pg);
+	return rc;
+}

@@ -1,0 +1,37 @@
+/*
+ * rec -- ARIES recovery (analysis, redo, undo) and fuzzy checkpoints.
+ */
+#ifndef TP_REC_H
+#define TP_REC_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "log.h"
+#include "store.h"
+#include "txn.h"
+
+typedef struct rec_result {
+	uint64_t from_lsn, to_lsn; /* redo start and end of log */
+	uint64_t records;          /* records scanned by analysis and redo */
+	uint64_t redone;           /* records applied by redo */
+	uint64_t losers;           /* transactions rolled back */
+	uint64_t undone;           /* records written by undo (CLRs) */
+	uint64_t ms;
+} rec_result;
+
+/* Recovers from the checkpoint at ckpt_lsn: builds the transaction table
+ * (*tm, created here with the next free transaction id), repeats history
+ * into the pool, rolls back the losers.  Pages are left dirty in the pool;
+ * the caller checkpoints. */
+int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tm, rec_result *res);
+
+/* Takes a fuzzy checkpoint: writes back dirty pages, logs the transaction
+ * and dirty-page tables, moves the master, recycles unneeded segments.
+ * *ckpt_lsn is the new checkpoint's LSN. */
+int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn);
+
+/* Logs the first checkpoint of a new store (next transaction id 1). */
+int rec_first_checkpoint(log_mgr *lg, uint64_t *ckpt_lsn);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * store -- the store directory and its superblock: what files make a store,
+ * the format version, and the two checkpoint master slots.
+ *
+ * `super` holds, in 512-byte sectors:
+ *   sector 0: the superblock, written once by mkfs
+ *     0  8  magic "TPFSSUPR"      8  4  format version     12  4  page size
+ *    16  8  log segment size     24 16  uuid              40  8  created (s)
+ *    48  2  length of logdir     50 ..  logdir ("" = STORE/log)
+ *   508  4  CRC-32C of bytes 0..507
+ *   sectors 1 and 2: master slots, written alternately by checkpoints
+ *     0  8  magic "TPFSMSTR"      8  8  sequence           16  8  checkpoint LSN
+ *    24  8  log start LSN       508  4  CRC-32C of bytes 0..507
+ *   The valid slot with the higher sequence wins, so a torn slot write
+ *   leaves the previous checkpoint in force.
+ */
+#ifndef TP_STORE_H
+#define TP_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_VERSION 1u
+#define STORE_LOGDIR_MAX 400
+
+typedef struct store store;
+
+typedef struct store_super {
+	uint32_t version, page_size;
+	uint64_t seg_size, created;
+	uint8_t uuid[16];
+	char logdir[STORE_LOGDIR_MAX + 1]; /* absolute path of the log directory */
+} store_super;
+
+typedef struct store_master {
+	uint64_t seq, ckpt_lsn, log_start;
+} store_master;
+
+/* Writes the superblock and first master slot of a new store (dir exists). */
+int store_create(const char *dir, const store_super *sb, const store_master *m);
+/* Reads and checks the superblock and master; nothing is written. */
+int store_open(const char *dir, int readonly, store **out);
+void store_close(store *st);
+const store_super *store_sb(const store *st);
+const store_master *store_master_get(const store *st);
+/* Writes the next master slot and syncs it. */
+int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start);
+/* dir/name into out. */
+void store_path(const char *dir, const char *name, char *out, size_t n);
+
+#endif

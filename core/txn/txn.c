@@ -1,0 +1,378 @@
+/*
+ * txn -- transaction manager: the transaction table, Tupdate, commit,
+ * rollback with CLRs, nested top actions.
+ *
+ * Design
+ *   A transaction is a back-chain of log records (prev_lsn).  txn_update is
+ *   LLADD's Tupdate: the caller holds the page X-latched, the record is
+ *   appended, and the page is changed only by calling the operation's redo
+ *   on that record -- exactly what recovery does.  Rollback walks the chain
+ *   from undo_next: an update is undone by its operation's undo, which logs
+ *   CLRs through txn_compensate; a CLR sends the walk to its undo_next, so
+ *   nothing is undone twice even if rollback itself is interrupted by a
+ *   crash and resumed by recovery.
+ *
+ * Invariants
+ *   T1 (W3)  txn_commit returns 0 only after its commit record is durable
+ *            (unless the caller asked for a lazy commit).
+ *   T2 (W5)  Undo writes CLRs; CLRs are never undone.
+ *   T3 (W6)  Every check that can fail happens before the page changes: a
+ *            failed append leaves the page as it was.
+ *   T4  undo_next is the next record rollback must undo: last_lsn during
+ *       forward processing, the undone record's prev_lsn during rollback.
+ *   T5  A page freed by an open transaction is not reallocated until that
+ *       transaction ends (its rollback would mark it allocated again).
+ */
+#include "txn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io.h"
+#include "op.h"
+#include "tp.h"
+#include "util.h"
+
+struct txn {
+	txn_mgr *tm;
+	uint64_t id;
+	uint64_t first_lsn;  /* first record, 0 if none yet */
+	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
+	uint64_t undo_next;  /* T4 */
+	uint64_t *freed;     /* T5: under tm->mu */
+	size_t nfreed, cfreed;
+	txn *next, **pprev;  /* table links, under tm->mu */
+};
+
+struct txn_mgr {
+	log_mgr *lg;
+	buf_pool *bp;
+	pthread_mutex_t mu;  /* the table and the counters */
+	uint64_t next_id;
+	txn *head;
+	size_t n;
+	uint64_t commits, aborts;
+};
+
+int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
+{
+	txn_mgr *tm = calloc(1, sizeof *tm);
+	if (!tm)
+		return ENOMEM;
+	tm->lg = lg;
+	tm->bp = bp;
+	tm->next_id = next_txid ? next_txid : 1;
+	pthread_mutex_init(&tm->mu, NULL);
+	*out = tm;
+	return 0;
+}
+
+static void txn_free(txn *t)
+{
+	txn_mgr *tm = t->tm;
+	pthread_mutex_lock(&tm->mu);
+	*t->pprev = t->next;
+	if (t->next)
+		t->next->pprev = t->pprev;
+	tm->n--;
+	pthread_mutex_unlock(&tm->mu);
+	free(t->freed);
+	free(t);
+}
+
+void txn_mgr_close(txn_mgr *tm)
+{
+	if (!tm)
+		return;
+	while (tm->head)
+		txn_free(tm->head);
+	pthread_mutex_destroy(&tm->mu);
+	free(tm);
+}
+
+uint64_t txn_next_id(txn_mgr *tm)
+{
+	pthread_mutex_lock(&tm->mu);
+	uint64_t id = tm->next_id;
+	pthread_mutex_unlock(&tm->mu);
+	return id;
+}
+
+size_t txn_active(txn_mgr *tm)
+{
+	pthread_mutex_lock(&tm->mu);
+	size_t n = tm->n;
+	pthread_mutex_unlock(&tm->mu);
+	return n;
+}
+
+static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
+{
+	txn *t = calloc(1, sizeof *t);
+	if (!t)
+		return ENOMEM;
+	t->tm = tm;
+	pthread_mutex_lock(&tm->mu);
+	t->id = id ? id : tm->next_id++;
+	if (t->id >= tm->next_id)
+		tm->next_id = t->id + 1;
+	t->next = tm->head;
+	if (tm->head)
+		tm->head->pprev = &t->next;
+	t->pprev = &tm->head;
+	tm->head = t;
+	tm->n++;
+	pthread_mutex_unlock(&tm->mu);
+	*out = t;
+	return 0;
+}
+
+int txn_begin(txn_mgr *tm, txn **out)
+{
+	if (log_panicked(tm->lg))
+		return util_err(TP_EPANIC, "the store had a write failure; reopen it to recover");
+	return txn_new(tm, 0, out);
+}
+
+uint64_t txn_id(const txn *t) { return t->id; }
+txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
+buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
+
+/* Logs r for page pg and applies it through redo (T3: nothing changes
+ * before the append succeeded). */
+static int apply(txn *t, buf_page *pg, log_rec *r)
+{
+	const op_def *op = op_get(r->type);
+	buf_pool *bp = t->tm->bp;
+	uint32_t psize = buf_page_size(bp);
+	uint64_t fpi = 0;
+	int rc;
+
+	if (!op || !(op->flags & OPF_PAGE) || !op->redo)
+		return util_err(TP_EINVAL, "operation %u is not a page operation", r->type);
+	if (op->flags & OPF_FULLPAGE)
+		rc = log_put(t->tm->lg, r);
+	else
+		rc = log_put_page(t->tm->lg, r, buf_data(pg), psize, buf_page_lsn(pg), OP_FPI, &fpi);
+	if (rc)
+		return rc;
+	if ((rc = op->redo(buf_data(pg), psize, r)) != 0) {
+		/* logged but not applicable: the caller broke the operation's
+		 * contract; recovery would fail the same way */
+		log_panic(t->tm->lg, rc, "applying a logged update");
+		return rc;
+	}
+	buf_mark(bp, pg, fpi ? fpi : r->lsn, r->lsn);
+	if (!t->first_lsn)
+		t->first_lsn = r->lsn;
+	t->last_lsn = r->lsn;
+	return 0;
+}
+
+int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
+{
+	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = buf_pgno(pg), .type = op, .len = len,
+		     .data = args};
+	int rc = apply(t, pg, &r);
+	if (!rc)
+		t->undo_next = r.lsn; /* T4 */
+	return rc;
+}
+
+int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len)
+{
+	const op_def *d = op_get(op);
+	buf_page *pg;
+	int rc;
+	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = pgno, .undo_next = t->undo_next, .type = op,
+		     .flags = LOG_CLR, .len = len, .data = args};
+	if (!d)
+		return util_err(TP_EINVAL, "unknown operation %u", op);
+	if ((rc = buf_get(t->tm->bp, pgno, BUF_X | ((d->flags & OPF_FULLPAGE) ? BUF_NOREAD : 0), &pg)) != 0)
+		return rc;
+	rc = apply(t, pg, &r);
+	buf_put(t->tm->bp, pg);
+	return rc;
+}
+
+uint64_t txn_nta_begin(txn *t) { return t->last_lsn; }
+
+int txn_nta_end(txn *t, uint64_t saved)
+{
+	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .undo_next = saved, .type = OP_NTA,
+		     .flags = LOG_CLR};
+	int rc = log_put(t->tm->lg, &r);
+	if (rc)
+		return rc;
+	t->last_lsn = r.lsn;
+	t->undo_next = saved;
+	return 0;
+}
+
+/* Undoes t back to its beginning (T2, T4). */
+static int rollback(txn *t)
+{
+	uint64_t lsn = t->undo_next;
+	int rc = 0;
+
+	while (lsn) {
+		log_rec r;
+		void *buf;
+		uint64_t next;
+		if ((rc = log_read(t->tm->lg, lsn, &r, &buf)) != 0)
+			return rc;
+		if (r.txid != t->id) {
+			free(buf);
+			return util_err(TP_ECORRUPT, "log: record at LSN %" PRIu64 " belongs to transaction %" PRIu64
+						     ", not %" PRIu64 " whose chain leads there",
+					lsn, r.txid, t->id);
+		}
+		if (r.flags & LOG_CLR) {
+			next = r.undo_next;
+		} else {
+			const op_def *op = op_get(r.type);
+			next = r.prev_lsn;
+			t->undo_next = next;
+			if (op && op->undo)
+				rc = op->undo(t, &r);
+			else if (!op)
+				rc = util_err(TP_ECORRUPT, "log: record at LSN %" PRIu64 " has unknown type %u", lsn,
+					      r.type);
+		}
+		free(buf);
+		if (rc)
+			return rc;
+		t->undo_next = lsn = next;
+	}
+	return 0;
+}
+
+int txn_abort(txn *t)
+{
+	txn_mgr *tm = t->tm;
+	int rc = 0;
+	if (t->last_lsn) {
+		if ((rc = rollback(t)) == 0) {
+			log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .type = OP_ABORT};
+			rc = log_put(tm->lg, &r);
+		}
+		if (rc)
+			log_panic(tm->lg, rc, "transaction rollback");
+	}
+	pthread_mutex_lock(&tm->mu);
+	tm->aborts++;
+	pthread_mutex_unlock(&tm->mu);
+	txn_free(t);
+	return rc;
+}
+
+int txn_commit(txn *t, int nosync)
+{
+	txn_mgr *tm = t->tm;
+	int rc = 0;
+	if (!t->last_lsn) { /* read-only: nothing to log */
+		txn_free(t);
+		return 0;
+	}
+	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .type = OP_COMMIT};
+	if ((rc = log_put(tm->lg, &r)) != 0) {
+		/* nothing is committed: undo what was done */
+		int rc2 = txn_abort(t);
+		(void)rc2;
+		return rc;
+	}
+	io_point("txn.commit.logged");
+	if (!nosync && (rc = log_flush(tm->lg, r.lsn)) != 0)
+		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
+			     "its outcome is decided by recovery at the next open",
+			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
+	else
+		io_point("txn.commit.durable");
+	pthread_mutex_lock(&tm->mu);
+	tm->commits++;
+	pthread_mutex_unlock(&tm->mu);
+	txn_free(t);
+	return rc;
+}
+
+int txn_note_free(txn *t, uint64_t pgno)
+{
+	pthread_mutex_lock(&t->tm->mu);
+	if (t->nfreed == t->cfreed) {
+		size_t nc = t->cfreed ? 2 * t->cfreed : 8;
+		uint64_t *n = realloc(t->freed, nc * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&t->tm->mu);
+			return ENOMEM;
+		}
+		t->freed = n;
+		t->cfreed = nc;
+	}
+	t->freed[t->nfreed++] = pgno;
+	pthread_mutex_unlock(&t->tm->mu);
+	return 0;
+}
+
+int txn_page_held(txn_mgr *tm, uint64_t pgno)
+{
+	int held = 0;
+	pthread_mutex_lock(&tm->mu);
+	for (txn *t = tm->head; t && !held; t = t->next)
+		for (size_t i = 0; i < t->nfreed; i++)
+			if (t->freed[i] == pgno) {
+				held = 1;
+				break;
+			}
+	pthread_mutex_unlock(&tm->mu);
+	return held;
+}
+
+int txn_adopt(txn_mgr *tm, uint64_t txid, uint64_t first_lsn, uint64_t last_lsn, uint64_t undo_next, txn **out)
+{
+	txn *t;
+	int rc = txn_new(tm, txid, &t);
+	if (rc)
+		return rc;
+	t->first_lsn = first_lsn;
+	t->last_lsn = last_lsn;
+	t->undo_next = undo_next;
+	*out = t;
+	return 0;
+}
+
+void txn_foreach(txn_mgr *tm, void (*fn)(void *ctx, const txn *t), void *ctx)
+{
+	pthread_mutex_lock(&tm->mu);
+	for (txn *t = tm->head; t; t = t->next)
+		fn(ctx, t);
+	pthread_mutex_unlock(&tm->mu);
+}
+
+void txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
+{
+	*first = t->first_lsn;
+	*last = t->last_lsn;
+	*undo_next = t->undo_next;
+}
+
+uint64_t txn_oldest_lsn(txn_mgr *tm)
+{
+	uint64_t m = UINT64_MAX;
+	pthread_mutex_lock(&tm->mu);
+	for (txn *t = tm->head; t; t = t->next)
+		if (t->first_lsn && t->first_lsn < m)
+			m = t->first_lsn;
+	pthread_mutex_unlock(&tm->mu);
+	return m;
+}
+
+void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts)
+{
+	pthread_mutex_lock(&tm->mu);
+	*commits = tm->commits;
+	*aborts = tm->aborts;
+	pthread_mutex_unlock(&tm->mu);
+}

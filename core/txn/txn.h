@@ -1,0 +1,64 @@
+/*
+ * txn -- transactions: begin, commit, abort with CLRs, nested top actions,
+ * the transaction table, and Tupdate (txn_update), the one path by which
+ * a transaction changes a page.
+ */
+#ifndef TP_TXN_H
+#define TP_TXN_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "log.h"
+
+typedef struct txn_mgr txn_mgr;
+typedef struct txn txn;
+
+/* Set-up */
+int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out);
+/* Frees the table; transactions still open are dropped (not aborted). */
+void txn_mgr_close(txn_mgr *tm);
+uint64_t txn_next_id(txn_mgr *tm);
+size_t txn_active(txn_mgr *tm);
+
+/* Transactions */
+int txn_begin(txn_mgr *tm, txn **out);
+/* Logs the commit record and, unless nosync, returns once it is durable
+ * (W3).  The transaction is gone afterwards, whatever the result; if the
+ * commit record could not be logged, the transaction was rolled back. */
+int txn_commit(txn *t, int nosync);
+/* Rolls back through the back-chain writing CLRs (W5); frees t. */
+int txn_abort(txn *t);
+uint64_t txn_id(const txn *t);
+txn_mgr *txn_mgr_of(const txn *t);
+buf_pool *txn_pool(const txn *t);
+
+/* Updates */
+/* Tupdate: logs op(args) for the X-latched page pg as a record of t (with
+ * a full-page image first if the checkpoint horizon asks for one), then
+ * applies it through the operation's redo and sets the page LSN. */
+int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len);
+/* For undo functions: logs op(args) on page pgno as a CLR of t, whose
+ * undo_next skips the record being undone, and applies it through redo. */
+int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len);
+/* Nested top action: records logged between begin and end are never
+ * undone once end has logged its dummy CLR. */
+uint64_t txn_nta_begin(txn *t);
+int txn_nta_end(txn *t, uint64_t saved);
+
+/* Pages freed by transactions still open are not reallocated. */
+int txn_note_free(txn *t, uint64_t pgno);
+int txn_page_held(txn_mgr *tm, uint64_t pgno);
+
+/* Recovery and checkpoints */
+/* Re-creates a loser found by analysis, ready for txn_abort. */
+int txn_adopt(txn_mgr *tm, uint64_t txid, uint64_t first_lsn, uint64_t last_lsn, uint64_t undo_next, txn **out);
+void txn_foreach(txn_mgr *tm, void (*fn)(void *ctx, const txn *t), void *ctx);
+void txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next);
+/* Oldest first LSN of an open transaction, or UINT64_MAX. */
+uint64_t txn_oldest_lsn(txn_mgr *tm);
+
+/* Statistics */
+void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * util -- small pieces every engine module shares: CRC-32C checksums, the
+ * thread's last error message, little-endian encoding, and the clock.
+ */
+#ifndef TP_UTIL_H
+#define TP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* CRC-32C (Castagnoli), hardware-accelerated where the CPU has SSE4.2. */
+uint32_t util_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* The calling thread's last error message: set where an error is found, so
+ * the message names the file, page or record and the cause.  util_err
+ * returns rc, so `return util_err(rc, "...", ...)` reports and fails. */
+int util_err(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *util_errmsg(void);
+void util_err_clear(void);
+
+/* Monotonic clock. */
+uint64_t util_now_ns(void);
+
+/* Little-endian fixed-width encoding, alignment-free. */
+static inline void util_put16(void *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline void util_put32(void *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void util_put64(void *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline uint16_t util_get16(const void *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static inline uint32_t util_get32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t util_get64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+#endif
