@@ -23,6 +23,9 @@
  *   B3  A frame with pins > 0 is neither evicted nor reused.
  *   B4  dirty implies rec_lsn != 0 and rec_lsn <= page LSN.
  *   B5  A failed page write panics the log (L7): the disk state is unknown.
+ *   B6  A page is marked dirty before the record that changes it is logged,
+ *       with a recovery LSN at or before that record: a checkpoint that
+ *       logs its dirty-page table after the record always includes it.
  */
 #include "buf.h"
 
@@ -260,16 +263,17 @@ uint64_t buf_pgno(const buf_page *pg) { return pg->pgno; }
 uint64_t buf_page_lsn(const buf_page *pg) { return util_get64(pg->data + 8); }
 uint32_t buf_page_size(const buf_pool *bp) { return bp->psize; }
 
-void buf_mark(buf_pool *bp, buf_page *pg, uint64_t first_lsn, uint64_t lsn)
+void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 {
-	util_put64(pg->data + 8, lsn);
 	pthread_mutex_lock(&bp->mu);
 	if (!pg->dirty) {
 		pg->dirty = 1;
-		pg->rec_lsn = first_lsn; /* B4 */
+		pg->rec_lsn = lsn ? lsn : 1; /* B4 */
 	}
 	pthread_mutex_unlock(&bp->mu);
 }
+
+void buf_set_lsn(buf_page *pg, uint64_t lsn) { util_put64(pg->data + 8, lsn); }
 
 int buf_flush_all(buf_pool *bp)
 {

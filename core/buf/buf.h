@@ -46,10 +46,13 @@ void buf_put(buf_pool *bp, buf_page *pg);
 unsigned char *buf_data(buf_page *pg);
 uint64_t buf_pgno(const buf_page *pg);
 uint64_t buf_page_lsn(const buf_page *pg);
-/* The X-latched page now reflects the record at lsn: sets its LSN and marks
- * it dirty; first_lsn (<= lsn: a full-page image logged just before) is
- * its recovery LSN if it was clean. */
-void buf_mark(buf_pool *bp, buf_page *pg, uint64_t first_lsn, uint64_t lsn);
+/* Marks the X-latched page dirty before a change is logged for it; lsn
+ * (the log's end now, at or before the record to come) becomes its recovery
+ * LSN if it was clean.  Marking first means a checkpoint can never miss a
+ * page whose record it precedes (B6). */
+void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn);
+/* The X-latched page now reflects the record at lsn. */
+void buf_set_lsn(buf_page *pg, uint64_t lsn);
 
 /* Writing back */
 /* Writes every dirty page (each after the log is durable up to its LSN)

@@ -50,7 +50,8 @@ void tp_options_init(tp_options *o);
 /* Stores */
 int tp_mkfs(const char *store, const tp_options *o);
 int tp_open(const char *store, const tp_options *o, tp_env **out);
-/* Checkpoints and closes; open transactions are aborted first. */
+/* Checkpoints and closes.  Transactions still open are not committed: the
+ * next open rolls them back.  Their handles must not be used afterwards. */
 int tp_close(tp_env *env);
 /* Closes without flushing or checkpointing, as if the process died (tests). */
 void tp_crash_close(tp_env *env);

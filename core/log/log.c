@@ -969,6 +969,9 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 		}
 	}
 	lg->end = lg->buf_lsn = lg->written = lg->durable = pos;
+	/* every page on disk now is whole (a clean close or a finished
+	 * recovery); from here on, a page's first change logs its image */
+	lg->horizon = pos;
 	lg->last = last;
 	lg->start = start;
 	if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)

@@ -361,7 +361,8 @@ static int redo(log_mgr *lg, buf_pool *bp, analysis *a, rec_result *res)
 		}
 		if (buf_page_lsn(pg) < r.lsn) { /* R1 */
 			if ((rc = op->redo(buf_data(pg), buf_page_size(bp), &r)) == 0) {
-				buf_mark(bp, pg, r.lsn, r.lsn);
+				buf_dirty(bp, pg, r.lsn);
+				buf_set_lsn(pg, r.lsn);
 				res->redone++;
 			}
 		}

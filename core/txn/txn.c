@@ -148,11 +148,12 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 	const op_def *op = op_get(r->type);
 	buf_pool *bp = t->tm->bp;
 	uint32_t psize = buf_page_size(bp);
-	uint64_t fpi = 0;
+	uint64_t fpi = 0; /* LSN of a full-page image logged first, if any */
 	int rc;
 
 	if (!op || !(op->flags & OPF_PAGE) || !op->redo)
 		return util_err(TP_EINVAL, "operation %u is not a page operation", r->type);
+	buf_dirty(bp, pg, log_end(t->tm->lg)); /* B6 */
 	if (op->flags & OPF_FULLPAGE)
 		rc = log_put(t->tm->lg, r);
 	else
@@ -165,7 +166,8 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 		log_panic(t->tm->lg, rc, "applying a logged update");
 		return rc;
 	}
-	buf_mark(bp, pg, fpi ? fpi : r->lsn, r->lsn);
+	(void)fpi; /* the recovery LSN was set before the append (B6) */
+	buf_set_lsn(pg, r->lsn);
 	if (!t->first_lsn)
 		t->first_lsn = r->lsn;
 	t->last_lsn = r->lsn;
