@@ -5,8 +5,9 @@
  * Checkpoint payload (OP_CKPT)
  *     0  8  redo_lsn: recovery's redo starts at or before this LSN
  *     8  8  next_txid
- *    16  4  n transactions, 20 4  m dirty pages
- *    24     n x {txid, first_lsn, last_lsn, undo_next}   (8 bytes each)
+ *    16  8  scan_from: analysis starts here (the log end before the snapshot)
+ *    24  4  n transactions, 28 4  m dirty pages
+ *    32     n x {txid, first_lsn, last_lsn, undo_next}   (8 bytes each)
  *           m x {pgno, rec_lsn}                          (8 bytes each)
  */
 #include "op.h"
@@ -54,16 +55,17 @@ void op_print_none(FILE *out, const log_rec *r)
 void op_print_ckpt(FILE *out, const log_rec *r)
 {
 	const unsigned char *p = r->data;
-	if (r->len < 24) {
+	if (r->len < 32) {
 		fprintf(out, " (short: %" PRIu32 " bytes)", r->len);
 		return;
 	}
-	uint32_t n = util_get32(p + 16), m = util_get32(p + 20);
-	fprintf(out, " redo_lsn %" PRIu64 " next_txid %" PRIu64 " active %" PRIu32 " dirty %" PRIu32,
-		util_get64(p), util_get64(p + 8), n, m);
-	if (r->len < 24 + 32ull * n)
+	uint32_t n = util_get32(p + 24), m = util_get32(p + 28);
+	fprintf(out, " redo_lsn %" PRIu64 " next_txid %" PRIu64 " scan_from %" PRIu64 " active %" PRIu32
+		     " dirty %" PRIu32,
+		util_get64(p), util_get64(p + 8), util_get64(p + 16), n, m);
+	if (r->len < 32 + 32ull * n)
 		return;
 	for (uint32_t i = 0; i < n && i < 8; i++)
-		fprintf(out, " [txn %" PRIu64 " last %" PRIu64 "]", util_get64(p + 24 + 32 * i),
-			util_get64(p + 24 + 32 * i + 16));
+		fprintf(out, " [txn %" PRIu64 " last %" PRIu64 "]", util_get64(p + 32 + 32 * i),
+			util_get64(p + 32 + 32 * i + 16));
 }

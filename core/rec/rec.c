@@ -26,6 +26,10 @@
  *   R3  The log start kept by a checkpoint is at or before the redo start
  *       and the first record of every open transaction.
  *   R4  Recovery run twice gives the same state as once.
+ *   R5  A checkpoint's snapshot reflects every record below its scan_from
+ *       LSN (taken before the snapshot); analysis scans from scan_from, so
+ *       records racing with the snapshot are seen either way, and applying
+ *       a record twice to the tables is harmless.
  */
 #include "rec.h"
 
@@ -100,7 +104,7 @@ typedef struct analysis {
 	atx *tx;
 	size_t ntx, ctx;
 	dpt dp;
-	uint64_t redo_lsn, next_txid;
+	uint64_t redo_lsn, next_txid, scan_from;
 } analysis;
 
 static atx *tx_find(analysis *a, uint64_t txid, int insert)
@@ -162,9 +166,8 @@ static void cb_txn(void *ctx, const txn *t)
 {
 	ckpt_build *b = ctx;
 	uint64_t first, last, un;
-	txn_lsns(t, &first, &last, &un);
-	if (!last)
-		return; /* has logged nothing: nothing to recover */
+	if (txn_lsns(t, &first, &last, &un) || !last)
+		return; /* ended, or has logged nothing: nothing to recover */
 	cb_put(b, txn_id(t), first);
 	cb_put(b, last, un);
 	b->ntx++;
@@ -182,10 +185,12 @@ static void cb_page(void *ctx, uint64_t pgno, uint64_t rec_lsn)
 static int ckpt_log(log_mgr *lg, uint64_t horizon, uint64_t next_txid, txn_mgr *tm, buf_pool *bp,
 		    uint64_t *ckpt_lsn, uint64_t *redo_lsn)
 {
-	ckpt_build b = {.cap = 4096, .len = 24, .min_rec = UINT64_MAX};
+	ckpt_build b = {.cap = 4096, .len = 32, .min_rec = UINT64_MAX};
 	int rc;
 	if (!(b.p = malloc(b.cap)))
 		return ENOMEM;
+	/* R5: every record below scan_from is in the snapshot (T6, B6) */
+	uint64_t scan_from = log_end(lg);
 	if (tm)
 		txn_foreach(tm, cb_txn, &b);
 	uint32_t ntx = b.ntx;
@@ -196,8 +201,9 @@ static int ckpt_log(log_mgr *lg, uint64_t horizon, uint64_t next_txid, txn_mgr *
 	*redo_lsn = horizon < b.min_rec ? horizon : b.min_rec; /* R2 */
 	util_put64(b.p, *redo_lsn);
 	util_put64(b.p + 8, next_txid);
-	util_put32(b.p + 16, ntx);
-	util_put32(b.p + 20, b.npg);
+	util_put64(b.p + 16, scan_from);
+	util_put32(b.p + 24, ntx);
+	util_put32(b.p + 28, b.npg);
 	/* the txn entries were written first, then the pages: the same order */
 	log_rec r = {.pgno = LOG_NOPAGE, .type = OP_CKPT, .len = (uint32_t)b.len, .data = b.p};
 	if ((rc = log_put(lg, &r)) != 0)
@@ -250,19 +256,20 @@ static int ckpt_read(log_mgr *lg, uint64_t lsn, analysis *a)
 		return util_err(rc, "checkpoint record at LSN %" PRIu64 " named by the master is unreadable: %s", lsn,
 				util_errmsg());
 	const unsigned char *p = r.data;
-	if (r.type != OP_CKPT || r.len < 24) {
+	if (r.type != OP_CKPT || r.len < 32) {
 		free(buf);
 		return util_err(TP_ECORRUPT, "log: the record at LSN %" PRIu64 " named by the master is not a checkpoint",
 				lsn);
 	}
 	a->redo_lsn = util_get64(p);
 	a->next_txid = util_get64(p + 8);
-	uint32_t n = util_get32(p + 16), m = util_get32(p + 20);
-	if (r.len != 24 + 32ull * n + 16ull * m) {
+	a->scan_from = util_get64(p + 16);
+	uint32_t n = util_get32(p + 24), m = util_get32(p + 28);
+	if (r.len != 32 + 32ull * n + 16ull * m || a->scan_from > lsn) {
 		free(buf);
-		return util_err(TP_ECORRUPT, "log: checkpoint at LSN %" PRIu64 " has a bad length", lsn);
+		return util_err(TP_ECORRUPT, "log: checkpoint at LSN %" PRIu64 " is malformed", lsn);
 	}
-	p += 24;
+	p += 32;
 	for (uint32_t i = 0; i < n; i++, p += 32) {
 		atx *t = tx_find(a, util_get64(p), 1);
 		if (!t) {
@@ -293,11 +300,13 @@ static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 
 	if ((rc = ckpt_read(lg, ckpt_lsn, a)) != 0)
 		return rc;
-	if ((rc = log_scan_open(lg, ckpt_lsn, &s)) != 0)
+	if ((rc = log_scan_open(lg, a->scan_from, &s)) != 0)
 		return rc;
 	while ((rc = log_scan_next(s, &r)) == 0) {
 		const op_def *op = op_get(r.type);
 		res->records++;
+		if (r.lsn == ckpt_lsn)
+			continue;
 		if (!op) {
 			rc = util_err(TP_ECORRUPT, "log: record at LSN %" PRIu64 " has unknown type %u", r.lsn, r.type);
 			break;

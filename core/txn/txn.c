@@ -22,6 +22,13 @@
  *       forward processing, the undone record's prev_lsn during rollback.
  *   T5  A page freed by an open transaction is not reallocated until that
  *       transaction ends (its rollback would mark it allocated again).
+ *   T6  A record of t is appended and t's LSN fields and state updated in
+ *       one critical section of t->mu, which a checkpoint's snapshot of the
+ *       table also takes: a record appended before the snapshot's start LSN
+ *       is always reflected in the snapshot (rec.c relies on it).
+ *
+ * A transaction is used by one thread at a time; its mutex only orders it
+ * against checkpoints.  Lock order: tm->mu, then t->mu, then the log's.
  */
 #include "txn.h"
 
@@ -39,9 +46,11 @@
 struct txn {
 	txn_mgr *tm;
 	uint64_t id;
+	pthread_mutex_t mu;  /* held across each append and the fields below (T6) */
 	uint64_t first_lsn;  /* first record, 0 if none yet */
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
 	uint64_t undo_next;  /* T4 */
+	int ended;           /* its COMMIT or ABORT record is in the log */
 	uint64_t *freed;     /* T5: under tm->mu */
 	size_t nfreed, cfreed;
 	txn *next, **pprev;  /* table links, under tm->mu */
@@ -79,6 +88,7 @@ static void txn_free(txn *t)
 		t->next->pprev = t->pprev;
 	tm->n--;
 	pthread_mutex_unlock(&tm->mu);
+	pthread_mutex_destroy(&t->mu);
 	free(t->freed);
 	free(t);
 }
@@ -115,6 +125,7 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	if (!t)
 		return ENOMEM;
 	t->tm = tm;
+	pthread_mutex_init(&t->mu, NULL);
 	pthread_mutex_lock(&tm->mu);
 	t->id = id ? id : tm->next_id++;
 	if (t->id >= tm->next_id)
@@ -141,8 +152,35 @@ uint64_t txn_id(const txn *t) { return t->id; }
 txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
 buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
 
+/* Records that r (just appended) belongs to t (t->mu held; T4, T6). */
+static void note(txn *t, const log_rec *r)
+{
+	if (!t->first_lsn)
+		t->first_lsn = r->lsn;
+	t->last_lsn = r->lsn;
+	if (r->type == OP_COMMIT || r->type == OP_ABORT)
+		t->ended = 1;
+	else if (r->flags & LOG_CLR)
+		t->undo_next = r->undo_next;
+	else
+		t->undo_next = r->lsn;
+}
+
+/* Appends a record of t that changes no page (T6). */
+static int txn_log(txn *t, log_rec *r)
+{
+	pthread_mutex_lock(&t->mu);
+	r->prev_lsn = t->last_lsn;
+	r->txid = t->id;
+	int rc = log_put(t->tm->lg, r);
+	if (!rc)
+		note(t, r);
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
 /* Logs r for page pg and applies it through redo (T3: nothing changes
- * before the append succeeded). */
+ * before the append succeeded; T6). */
 static int apply(txn *t, buf_page *pg, log_rec *r)
 {
 	const op_def *op = op_get(r->type);
@@ -154,10 +192,16 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 	if (!op || !(op->flags & OPF_PAGE) || !op->redo)
 		return util_err(TP_EINVAL, "operation %u is not a page operation", r->type);
 	buf_dirty(bp, pg, log_end(t->tm->lg)); /* B6 */
+	pthread_mutex_lock(&t->mu);
+	r->prev_lsn = t->last_lsn;
+	r->txid = t->id;
 	if (op->flags & OPF_FULLPAGE)
 		rc = log_put(t->tm->lg, r);
 	else
 		rc = log_put_page(t->tm->lg, r, buf_data(pg), psize, buf_page_lsn(pg), OP_FPI, &fpi);
+	if (!rc)
+		note(t, r);
+	pthread_mutex_unlock(&t->mu);
 	if (rc)
 		return rc;
 	if ((rc = op->redo(buf_data(pg), psize, r)) != 0) {
@@ -166,22 +210,14 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 		log_panic(t->tm->lg, rc, "applying a logged update");
 		return rc;
 	}
-	(void)fpi; /* the recovery LSN was set before the append (B6) */
-	buf_set_lsn(pg, r->lsn);
-	if (!t->first_lsn)
-		t->first_lsn = r->lsn;
-	t->last_lsn = r->lsn;
+	buf_set_lsn(pg, r->lsn); /* the recovery LSN was set before the append (B6) */
 	return 0;
 }
 
 int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
-	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = buf_pgno(pg), .type = op, .len = len,
-		     .data = args};
-	int rc = apply(t, pg, &r);
-	if (!rc)
-		t->undo_next = r.lsn; /* T4 */
-	return rc;
+	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
+	return apply(t, pg, &r);
 }
 
 int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len)
@@ -189,8 +225,7 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 	const op_def *d = op_get(op);
 	buf_page *pg;
 	int rc;
-	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = pgno, .undo_next = t->undo_next, .type = op,
-		     .flags = LOG_CLR, .len = len, .data = args};
+	log_rec r = {.pgno = pgno, .undo_next = t->undo_next, .type = op, .flags = LOG_CLR, .len = len, .data = args};
 	if (!d)
 		return util_err(TP_EINVAL, "unknown operation %u", op);
 	if ((rc = buf_get(t->tm->bp, pgno, BUF_X | ((d->flags & OPF_FULLPAGE) ? BUF_NOREAD : 0), &pg)) != 0)
@@ -204,14 +239,8 @@ uint64_t txn_nta_begin(txn *t) { return t->last_lsn; }
 
 int txn_nta_end(txn *t, uint64_t saved)
 {
-	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .undo_next = saved, .type = OP_NTA,
-		     .flags = LOG_CLR};
-	int rc = log_put(t->tm->lg, &r);
-	if (rc)
-		return rc;
-	t->last_lsn = r.lsn;
-	t->undo_next = saved;
-	return 0;
+	log_rec r = {.pgno = LOG_NOPAGE, .undo_next = saved, .type = OP_NTA, .flags = LOG_CLR};
+	return txn_log(t, &r);
 }
 
 /* Undoes t back to its beginning (T2, T4). */
@@ -258,8 +287,8 @@ int txn_abort(txn *t)
 	int rc = 0;
 	if (t->last_lsn) {
 		if ((rc = rollback(t)) == 0) {
-			log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .type = OP_ABORT};
-			rc = log_put(tm->lg, &r);
+			log_rec r = {.pgno = LOG_NOPAGE, .type = OP_ABORT};
+			rc = txn_log(t, &r);
 		}
 		if (rc)
 			log_panic(tm->lg, rc, "transaction rollback");
@@ -279,8 +308,8 @@ int txn_commit(txn *t, int nosync)
 		txn_free(t);
 		return 0;
 	}
-	log_rec r = {.prev_lsn = t->last_lsn, .txid = t->id, .pgno = LOG_NOPAGE, .type = OP_COMMIT};
-	if ((rc = log_put(tm->lg, &r)) != 0) {
+	log_rec r = {.pgno = LOG_NOPAGE, .type = OP_COMMIT};
+	if ((rc = txn_log(t, &r)) != 0) {
 		/* nothing is committed: undo what was done */
 		int rc2 = txn_abort(t);
 		(void)rc2;
@@ -353,20 +382,28 @@ void txn_foreach(txn_mgr *tm, void (*fn)(void *ctx, const txn *t), void *ctx)
 	pthread_mutex_unlock(&tm->mu);
 }
 
-void txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
+int txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
 {
+	txn *m = (txn *)t; /* the mutex only */
+	pthread_mutex_lock(&m->mu);
 	*first = t->first_lsn;
 	*last = t->last_lsn;
 	*undo_next = t->undo_next;
+	int ended = t->ended;
+	pthread_mutex_unlock(&m->mu);
+	return ended;
 }
 
 uint64_t txn_oldest_lsn(txn_mgr *tm)
 {
 	uint64_t m = UINT64_MAX;
 	pthread_mutex_lock(&tm->mu);
-	for (txn *t = tm->head; t; t = t->next)
+	for (txn *t = tm->head; t; t = t->next) {
+		pthread_mutex_lock(&t->mu);
 		if (t->first_lsn && t->first_lsn < m)
 			m = t->first_lsn;
+		pthread_mutex_unlock(&t->mu);
+	}
 	pthread_mutex_unlock(&tm->mu);
 	return m;
 }

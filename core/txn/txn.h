@@ -54,7 +54,9 @@ int txn_page_held(txn_mgr *tm, uint64_t pgno);
 /* Re-creates a loser found by analysis, ready for txn_abort. */
 int txn_adopt(txn_mgr *tm, uint64_t txid, uint64_t first_lsn, uint64_t last_lsn, uint64_t undo_next, txn **out);
 void txn_foreach(txn_mgr *tm, void (*fn)(void *ctx, const txn *t), void *ctx);
-void txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next);
+/* Its LSNs, read consistently (T6); returns 1 if it has ended (its COMMIT
+ * or ABORT record is logged) and needs no recovery. */
+int txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next);
 /* Oldest first LSN of an open transaction, or UINT64_MAX. */
 uint64_t txn_oldest_lsn(txn_mgr *tm);
 

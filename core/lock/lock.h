@@ -1,0 +1,69 @@
+/*
+ * lock -- the lock manager: S/X and intention locks (IS, IX, SIX) on
+ * logical names (byte strings: an inode, a directory entry, a record) and
+ * on pages, strict two-phase locking with release at commit or abort,
+ * upgrade and downgrade, FIFO queues, immediate waits-for deadlock
+ * detection with one victim per cycle, and per-owner timeouts.
+ *
+ * An owner is a transaction.  Its locks are chained to it, so releasing
+ * them all costs in proportion to the locks held.  Latch and lock order:
+ * lock/DESIGN.md.
+ */
+#ifndef TP_LOCK_H
+#define TP_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lock_mgr lock_mgr;
+typedef struct lock_owner lock_owner;
+
+enum lock_mode { LOCK_NL = 0, LOCK_IS, LOCK_IX, LOCK_S, LOCK_SIX, LOCK_X, LOCK_NMODES };
+
+#define LOCK_KEY_MAX 512
+
+/* lock_get flags */
+enum { LOCK_NOWAIT = 1 << 0 }; /* fail with EAGAIN instead of waiting */
+
+/* Set-up */
+int lock_mgr_open(lock_mgr **out);
+/* All owners must be gone. */
+void lock_mgr_close(lock_mgr *lm);
+
+/* Owners: id orders them by age (larger is younger). */
+int lock_owner_new(lock_mgr *lm, uint64_t id, lock_owner **out);
+/* Releases everything the owner holds, then frees it. */
+void lock_owner_free(lock_owner *o);
+/* Waits longer than ms fail with TP_ETIMEOUT; 0 waits for ever. */
+void lock_set_timeout(lock_owner *o, uint32_t ms);
+
+/* Locking */
+/* Acquires (or upgrades to include) mode on key.  Returns 0, EAGAIN with
+ * LOCK_NOWAIT, TP_EDEADLOCK when chosen as a deadlock victim (the owner must
+ * abort), or TP_ETIMEOUT. */
+int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, int flags);
+/* The same on page pgno of file `file`. */
+int lock_page(lock_owner *o, uint32_t file, uint64_t pgno, enum lock_mode mode, int flags);
+/* Early release, where a protocol allows it (B-tree internal pages, short
+ * system transactions).  ENOENT if not held. */
+int lock_release(lock_owner *o, const void *key, size_t len);
+/* Lowers a held lock to mode (for example X to S).  ENOENT if not held,
+ * EINVAL if mode is not weaker. */
+int lock_downgrade(lock_owner *o, const void *key, size_t len, enum lock_mode mode);
+/* Strict 2PL: everything at commit or abort. */
+void lock_release_all(lock_owner *o);
+
+/* Introspection */
+/* The mode o holds on key (LOCK_NL if none). */
+enum lock_mode lock_held_mode(lock_owner *o, const void *key, size_t len);
+size_t lock_count(lock_owner *o);
+/* The id of an owner that o waits for right now, or 0. */
+uint64_t lock_waits_for(lock_owner *o);
+const char *lock_mode_name(enum lock_mode m);
+
+typedef struct lock_stats {
+	uint64_t requests, waits, deadlocks, timeouts, objects;
+} lock_stats;
+void lock_stats_get(lock_mgr *lm, lock_stats *s);
+
+#endif
