@@ -328,6 +328,12 @@ int tp_abort(tp_txn *t)
 
 uint64_t tp_txn_id(const tp_txn *t) { return txn_id(t->t); }
 
+int tp_lock(tp_txn *t, const void *name, size_t len, int mode) { return txn_lock(t->t, name, len, mode); }
+
+int tp_unlock(tp_txn *t, const void *name, size_t len) { return txn_unlock(t->t, name, len); }
+
+void tp_lock_timeout(tp_txn *t, uint32_t ms) { txn_lock_timeout(t->t, ms); }
+
 /* ---- pages ---- */
 
 uint32_t tp_page_body(const tp_env *env) { return env->psize - BUF_HDR; }

@@ -67,6 +67,17 @@ int tp_commit(tp_txn *t, int flags);
 int tp_abort(tp_txn *t);
 uint64_t tp_txn_id(const tp_txn *t);
 
+/* Locks: strict two-phase, released at commit or abort.  Names are byte
+ * strings (1..512 bytes) chosen by the caller: a record, an inode, a name.
+ * A deadlock is detected when it forms; the victim's call returns
+ * TP_EDEADLOCK and the transaction may then only be aborted (its updates
+ * and commit fail with TP_EROLLBACK), as after a TP_ETIMEOUT. */
+enum { TP_LOCK_IS = 1, TP_LOCK_IX, TP_LOCK_S, TP_LOCK_SIX, TP_LOCK_X };
+int tp_lock(tp_txn *t, const void *name, size_t len, int mode);
+int tp_unlock(tp_txn *t, const void *name, size_t len);
+/* Lock waits longer than ms fail with TP_ETIMEOUT (0: wait for ever). */
+void tp_lock_timeout(tp_txn *t, uint32_t ms);
+
 /* Pages: fixed-size, tp_page_body() usable bytes each.  Page 0 is the
  * store's root page, allocated at creation, for the caller's own roots. */
 uint32_t tp_page_body(const tp_env *env);

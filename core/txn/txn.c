@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "io.h"
+#include "lock.h"
 #include "op.h"
 #include "tp.h"
 #include "util.h"
@@ -51,6 +52,8 @@ struct txn {
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
 	uint64_t undo_next;  /* T4 */
 	int ended;           /* its COMMIT or ABORT record is in the log */
+	int doomed;          /* a deadlock victim or timed out: may only abort */
+	lock_owner *locks;   /* its locks, released at commit or abort */
 	uint64_t *freed;     /* T5: under tm->mu */
 	size_t nfreed, cfreed;
 	txn *next, **pprev;  /* table links, under tm->mu */
@@ -59,6 +62,7 @@ struct txn {
 struct txn_mgr {
 	log_mgr *lg;
 	buf_pool *bp;
+	lock_mgr *lm;
 	pthread_mutex_t mu;  /* the table and the counters */
 	uint64_t next_id;
 	txn *head;
@@ -74,6 +78,11 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 	tm->lg = lg;
 	tm->bp = bp;
 	tm->next_id = next_txid ? next_txid : 1;
+	int rc = lock_mgr_open(&tm->lm);
+	if (rc) {
+		free(tm);
+		return rc;
+	}
 	pthread_mutex_init(&tm->mu, NULL);
 	*out = tm;
 	return 0;
@@ -88,6 +97,7 @@ static void txn_free(txn *t)
 		t->next->pprev = t->pprev;
 	tm->n--;
 	pthread_mutex_unlock(&tm->mu);
+	lock_owner_free(t->locks); /* strict 2PL: everything at the end */
 	pthread_mutex_destroy(&t->mu);
 	free(t->freed);
 	free(t);
@@ -99,6 +109,7 @@ void txn_mgr_close(txn_mgr *tm)
 		return;
 	while (tm->head)
 		txn_free(tm->head);
+	lock_mgr_close(tm->lm);
 	pthread_mutex_destroy(&tm->mu);
 	free(tm);
 }
@@ -130,6 +141,13 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	t->id = id ? id : tm->next_id++;
 	if (t->id >= tm->next_id)
 		tm->next_id = t->id + 1;
+	int rc = lock_owner_new(tm->lm, t->id, &t->locks);
+	if (rc) {
+		pthread_mutex_unlock(&tm->mu);
+		pthread_mutex_destroy(&t->mu);
+		free(t);
+		return rc;
+	}
 	t->next = tm->head;
 	if (tm->head)
 		tm->head->pprev = &t->next;
@@ -216,6 +234,8 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 
 int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
+	if (t->doomed)
+		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
 	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
 	return apply(t, pg, &r);
 }
@@ -300,10 +320,30 @@ int txn_abort(txn *t)
 	return rc;
 }
 
+int txn_lock(txn *t, const void *key, size_t len, int mode)
+{
+	if (t->doomed)
+		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	int rc = lock_get(t->locks, key, len, (enum lock_mode)mode, 0);
+	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
+		t->doomed = 1;
+	return rc;
+}
+
+int txn_unlock(txn *t, const void *key, size_t len) { return lock_release(t->locks, key, len); }
+
+void txn_lock_timeout(txn *t, uint32_t ms) { lock_set_timeout(t->locks, ms); }
+
+lock_owner *txn_locker(txn *t) { return t->locks; }
+
 int txn_commit(txn *t, int nosync)
 {
 	txn_mgr *tm = t->tm;
 	int rc = 0;
+	if (t->doomed) {
+		(void)txn_abort(t);
+		return util_err(TP_EROLLBACK, "commit refused: the transaction lost a deadlock or lock wait and was rolled back");
+	}
 	if (!t->last_lsn) { /* read-only: nothing to log */
 		txn_free(t);
 		return 0;

@@ -6,6 +6,7 @@
 #ifndef TP_TXN_H
 #define TP_TXN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -32,6 +33,15 @@ int txn_abort(txn *t);
 uint64_t txn_id(const txn *t);
 txn_mgr *txn_mgr_of(const txn *t);
 buf_pool *txn_pool(const txn *t);
+
+/* Locks (strict 2PL: held until commit or abort).  mode is a lock_mode.
+ * A deadlock victim (TP_EDEADLOCK) or timed-out waiter (TP_ETIMEOUT) is
+ * doomed: its later updates and commit fail with TP_EROLLBACK. */
+int txn_lock(txn *t, const void *key, size_t len, int mode);
+/* Early release, where a protocol allows it. */
+int txn_unlock(txn *t, const void *key, size_t len);
+void txn_lock_timeout(txn *t, uint32_t ms);
+struct lock_owner *txn_locker(txn *t);
 
 /* Updates */
 /* Tupdate: logs op(args) for the X-latched page pg as a record of t (with
