@@ -67,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "io.h"
 #include "tp.h"
@@ -101,6 +102,11 @@ struct log_mgr {
 	size_t fcap;
 	uint64_t f_lsn, f_end;
 	int flushing;         /* a flusher is writing fbuf */
+	int gathering;        /* a flusher waits for its group to form */
+	int nwait;            /* committers waiting for a flush */
+	int active;           /* open transactions (atomic; log_active) */
+	pthread_cond_t gcv;   /* a committer joined the group */
+	uint64_t flush_ns;    /* moving average of write+sync time */
 	uint64_t written;     /* bytes below are in the files */
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
@@ -327,7 +333,7 @@ static void rec_decode(const unsigned char *p, log_rec *r, uint64_t *back)
 
 /* ---- appending ---- */
 
-static int flush_locked(log_mgr *lg, uint64_t lsn);
+static int flush_locked(log_mgr *lg, uint64_t lsn, int gather);
 
 /* Appends r at the end (mu held; a full buffer is flushed, which lets
  * other appenders in, so the position is computed after room is made). */
@@ -360,7 +366,7 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			lg->cap = ncap;
 			break;
 		}
-		if ((rc = flush_locked(lg, lg->last)) != 0)
+		if ((rc = flush_locked(lg, lg->last, 0)) != 0)
 			return rc;
 	}
 	if (pad) { /* pad to the end of the segment */
@@ -452,8 +458,40 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 	return 0;
 }
 
-/* Group commit (mu held on entry and exit). */
-static int flush_locked(log_mgr *lg, uint64_t lsn)
+/* The leader of a group commit waits, briefly, for the other open
+ * transactions to join (mu held): while fewer committers wait than there
+ * are open transactions, up to half the recent flush time.  Alone it does
+ * not wait at all.  This replaces LIBTP's fixed group and wait thresholds:
+ * the group is the set of transactions open now, the delay follows the
+ * disk. */
+static void gather_group(log_mgr *lg)
+{
+	int active = __atomic_load_n(&lg->active, __ATOMIC_RELAXED);
+	if (active <= 1 || lg->nwait + 1 >= active)
+		return;
+	uint64_t delay = lg->flush_ns / 2;
+	if (delay > 2000000)
+		delay = 2000000;
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += (long)delay;
+	while (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	lg->gathering = 1;
+	while (lg->nwait + 1 < __atomic_load_n(&lg->active, __ATOMIC_RELAXED) &&
+	       pthread_cond_timedwait(&lg->gcv, &lg->mu, &until) == 0)
+		;
+	lg->gathering = 0;
+	lg->st.gathers++;
+}
+
+void log_active(log_mgr *lg, int delta) { __atomic_add_fetch(&lg->active, delta, __ATOMIC_RELAXED); }
+
+/* Group commit (mu held on entry and exit).  gather: a commit, which may
+ * wait for others to join its flush. */
+static int flush_locked(log_mgr *lg, uint64_t lsn, int gather)
 {
 	for (;;) {
 		if (lg->panic)
@@ -461,10 +499,16 @@ static int flush_locked(log_mgr *lg, uint64_t lsn)
 					lg->dir);
 		if (lg->durable > lsn || lg->durable >= lg->end)
 			return 0;
-		if (lg->flushing) {
+		if (lg->flushing || lg->gathering) {
+			lg->nwait++;
+			if (lg->gathering)
+				pthread_cond_signal(&lg->gcv);
 			pthread_cond_wait(&lg->cv, &lg->mu);
+			lg->nwait--;
 			continue;
 		}
+		if (gather)
+			gather_group(lg);
 		/* become the flusher: take the buffer, leave the spare */
 		unsigned char *b = lg->buf;
 		size_t bc = lg->cap;
@@ -478,8 +522,11 @@ static int flush_locked(log_mgr *lg, uint64_t lsn)
 		lg->buf_lsn = e;
 		lg->flushing = 1;
 		pthread_mutex_unlock(&lg->mu);
+		uint64_t t0 = util_now_ns();
 		int rc = write_range(lg, b, a, e);
+		uint64_t took = util_now_ns() - t0;
 		pthread_mutex_lock(&lg->mu);
+		lg->flush_ns = lg->flush_ns ? (7 * lg->flush_ns + took) / 8 : took;
 		lg->flushing = 0;
 		lg->st.flushes++;
 		if (rc) {
@@ -496,7 +543,15 @@ static int flush_locked(log_mgr *lg, uint64_t lsn)
 int log_flush(log_mgr *lg, uint64_t lsn)
 {
 	pthread_mutex_lock(&lg->mu);
-	int rc = flush_locked(lg, lsn);
+	int rc = flush_locked(lg, lsn, 0);
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+int log_commit_flush(log_mgr *lg, uint64_t lsn)
+{
+	pthread_mutex_lock(&lg->mu);
+	int rc = flush_locked(lg, lsn, 1);
 	pthread_mutex_unlock(&lg->mu);
 	return rc;
 }
@@ -751,6 +806,11 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 	}
 	pthread_mutex_init(&lg->mu, NULL);
 	pthread_cond_init(&lg->cv, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&lg->gcv, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = lg;
 	return 0;
 }
@@ -762,6 +822,7 @@ static void log_free(log_mgr *lg)
 			io_close(lg->files[i].f);
 	pthread_mutex_destroy(&lg->mu);
 	pthread_cond_destroy(&lg->cv);
+	pthread_cond_destroy(&lg->gcv);
 	free(lg->buf);
 	free(lg->fbuf);
 	free(lg->dir);

@@ -71,6 +71,11 @@ uint64_t log_set_horizon(log_mgr *lg);
 /* Returns once every record with LSN <= lsn is durable.  Concurrent callers
  * share one write+sync (group commit). */
 int log_flush(log_mgr *lg, uint64_t lsn);
+/* The same for a commit: a group-commit leader may first wait, at most
+ * half a recent flush time, for other open transactions to join. */
+int log_commit_flush(log_mgr *lg, uint64_t lsn);
+/* Counts open transactions (+1 at begin, -1 at end) for group commit. */
+void log_active(log_mgr *lg, int delta);
 uint64_t log_end(log_mgr *lg);      /* LSN the next record gets */
 uint64_t log_durable(log_mgr *lg);  /* every byte below this is durable */
 uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
@@ -98,7 +103,7 @@ void log_scan_close(log_scan *s);
 
 /* Statistics */
 typedef struct log_stats {
-	uint64_t records, bytes, flushes, syncs, fpis, cut_bytes;
+	uint64_t records, bytes, flushes, syncs, fpis, cut_bytes, gathers;
 } log_stats;
 void log_stats_get(log_mgr *lg, log_stats *s);
 

@@ -98,6 +98,7 @@ static void txn_free(txn *t)
 	tm->n--;
 	pthread_mutex_unlock(&tm->mu);
 	lock_owner_free(t->locks); /* strict 2PL: everything at the end */
+	log_active(tm->lg, -1);
 	pthread_mutex_destroy(&t->mu);
 	free(t->freed);
 	free(t);
@@ -148,6 +149,7 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 		free(t);
 		return rc;
 	}
+	log_active(tm->lg, 1);
 	t->next = tm->head;
 	if (tm->head)
 		tm->head->pprev = &t->next;
@@ -356,7 +358,7 @@ int txn_commit(txn *t, int nosync)
 		return rc;
 	}
 	io_point("txn.commit.logged");
-	if (!nosync && (rc = log_flush(tm->lg, r.lsn)) != 0)
+	if (!nosync && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
 			     "its outcome is decided by recovery at the next open",
 			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
