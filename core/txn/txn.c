@@ -326,7 +326,11 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 {
 	if (t->doomed)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	/* a transaction waiting for a lock will not commit soon: group commit
+	 * leaders should not wait for it */
+	log_active(t->tm->lg, -1);
 	int rc = lock_get(t->locks, key, len, (enum lock_mode)mode, 0);
+	log_active(t->tm->lg, 1);
 	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
 		t->doomed = 1;
 	return rc;
