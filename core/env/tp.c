@@ -26,29 +26,9 @@
 #include "op.h"
 #include "rec.h"
 #include "store.h"
+#include "tp_int.h"
 #include "txn.h"
 #include "util.h"
-
-struct tp_env {
-	char *path;
-	tp_options opt;
-	store *st;
-	log_mgr *lg;
-	io_file *data;
-	buf_pool *bp;
-	txn_mgr *tm;
-	uint32_t psize;
-	pthread_mutex_t ckpt_mu;  /* one checkpoint at a time; the fields below */
-	uint64_t ckpt_end;        /* log end after the last checkpoint */
-	uint64_t ckpt_ns;         /* when it was taken */
-	uint64_t ckpts;
-	rec_result rec;
-};
-
-struct tp_txn {
-	tp_env *env;
-	txn *t;
-};
 
 void tp_options_init(tp_options *o)
 {

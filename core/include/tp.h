@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct tp_env tp_env;
 typedef struct tp_txn tp_txn;
@@ -87,6 +88,48 @@ int tp_page_read(tp_env *env, uint64_t pgno, uint32_t off, void *buf, uint32_t l
 int tp_page_write(tp_txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
 int tp_page_allocated(tp_env *env, uint64_t pgno, int *allocated);
 
+/* Records: named B-trees in the store (variable-length keys up to
+ * tp_tree_max_key() bytes, values of any size up to 4 GiB; large values go
+ * to overflow pages).  In a transaction, records are locked (S to read, X to
+ * write) until it ends and every change is logged.  A tree opened with
+ * TP_TREE_NOTXN is unprotected, as db(3) trees without LIBTP were: pass
+ * t == NULL, nothing is locked or logged, and a crash may leave the tree
+ * damaged.  A protected tree may be read with t == NULL: no locks, latest
+ * data, committed or not. */
+typedef struct tp_tree tp_tree;
+typedef struct tp_cursor tp_cursor;
+enum {
+	TP_TREE_CREATE = 1 << 0, /* create it if missing */
+	TP_TREE_U64 = 1 << 1,    /* keys are 8-byte little-endian integers */
+	TP_TREE_NOTXN = 1 << 2,  /* unprotected */
+};
+enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1 }; /* tp_put flags */
+int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out);
+void tp_tree_close(tp_tree *tr);
+int tp_tree_drop(tp_env *env, const char *name);
+size_t tp_tree_max_key(const tp_tree *tr);
+/* *vlen is the whole value's length; at most cap bytes are copied. */
+int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+int tp_put(tp_txn *t, tp_tree *tr, const void *key, size_t klen, const void *val, size_t vlen, int flags);
+int tp_del(tp_txn *t, tp_tree *tr, const void *key, size_t klen);
+
+/* Cursors: seek, then step; positioned by key, so concurrent changes never
+ * make them lose their place.  Pointers from tp_cursor_get stay valid until
+ * the next call on the cursor. */
+enum { TP_SEEK_GE = 0, TP_SEEK_GT, TP_SEEK_LE, TP_SEEK_LT, TP_FIRST, TP_LAST };
+int tp_cursor_open(tp_txn *t, tp_tree *tr, tp_cursor **out);
+int tp_cursor_seek(tp_cursor *c, const void *key, size_t klen, int how);
+int tp_cursor_next(tp_cursor *c);
+int tp_cursor_prev(tp_cursor *c);
+int tp_cursor_get(tp_cursor *c, const void **key, size_t *klen, const void **val, size_t *vlen);
+void tp_cursor_close(tp_cursor *c);
+
+/* Checks every tree of the store and that every allocated page belongs to
+ * exactly one of them (or was allocated with tp_page_alloc by the caller,
+ * when pages_ok); prints a summary to out (may be NULL).  TP_ECORRUPT with
+ * the first problem in tp_errmsg. */
+int tp_verify(tp_env *env, int pages_ok, FILE *out);
+
 /* Errors */
 const char *tp_strerror(int rc);
 const char *tp_errmsg(void);
@@ -108,7 +151,6 @@ void tp_stats_get(tp_env *env, tp_stats *s);
 
 /* Inspection: prints every log record from LSN from (0: the log start) in
  * readable form, without recovering or changing anything. */
-#include <stdio.h>
 int tp_logdump(const char *store, FILE *out, uint64_t from);
 
 /* For tests: pages pinned right now (0 between calls). */

@@ -21,6 +21,7 @@
 #include "log.h"
 
 typedef struct txn txn;
+typedef struct txn_mgr txn_mgr;
 
 enum {
 	OPF_PAGE = 1 << 0,
@@ -69,6 +70,9 @@ int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t 
 /* Allocates a page and initializes it (zeroed body, the given type). */
 int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno);
 int op_page_free(txn *t, uint64_t pgno);
+/* The same without a transaction or log, for unprotected trees. */
+int op_page_alloc_unlogged(txn_mgr *tm, uint16_t type, uint64_t *pgno);
+int op_page_free_unlogged(txn_mgr *tm, uint64_t pgno);
 /* Is pgno allocated?  Bitmap pages and the root page are. */
 int op_page_allocated(buf_pool *bp, uint64_t pgno, int *allocated);
 
@@ -87,5 +91,18 @@ void op_fpi_print(FILE *out, const log_rec *r);
 void op_set_print(FILE *out, const log_rec *r);
 void op_init_print(FILE *out, const log_rec *r);
 void op_bit_print(FILE *out, const log_rec *r);
+
+/* B-tree operations (btree/bt_page.c) */
+int bt_init_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_insert_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_delete_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_replace_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_link_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_insert_undo(txn *t, const log_rec *r);
+int bt_delete_undo(txn *t, const log_rec *r);
+int bt_replace_undo(txn *t, const log_rec *r);
+void bt_init_print(FILE *out, const log_rec *r);
+void bt_cell_print(FILE *out, const log_rec *r);
+void bt_link_print(FILE *out, const log_rec *r);
 
 #endif

@@ -243,9 +243,15 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 	return 0;
 }
 
-int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno)
+/* A logged update in t, or an unlogged one when t is NULL. */
+static int upd(txn *t, txn_mgr *tm, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
-	buf_pool *bp = txn_pool(t);
+	return t ? txn_update(t, pg, op, args, len) : txn_apply_unlogged(tm, pg, op, args, len);
+}
+
+static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
+{
+	buf_pool *bp = txn_mgr_pool(tm);
 	uint32_t ps = buf_page_size(bp);
 	uint64_t g = op_group_pages(ps);
 	unsigned char arg[4];
@@ -257,12 +263,12 @@ int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno)
 		uint64_t bm = 1 + grp * g;
 		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
 			return rc;
-		if (!find_free(txn_mgr_of(t), buf_data(pg) + BUF_HDR, g, bm, &bit)) {
+		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, &bit)) {
 			buf_put(bp, pg);
 			continue;
 		}
 		util_put32(arg, bit);
-		rc = txn_update(t, pg, OP_PAGE_ALLOC, arg, 4);
+		rc = upd(t, tm, pg, OP_PAGE_ALLOC, arg, 4);
 		buf_put(bp, pg);
 		if (rc)
 			return rc;
@@ -273,14 +279,14 @@ int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno)
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
 		return rc;
 	util_put16(arg, type);
-	rc = txn_update(t, pg, OP_PAGE_INIT, arg, 2);
+	rc = upd(t, tm, pg, OP_PAGE_INIT, arg, 2);
 	buf_put(bp, pg);
 	return rc;
 }
 
-int op_page_free(txn *t, uint64_t pgno)
+static int page_free(txn *t, txn_mgr *tm, uint64_t pgno)
 {
-	buf_pool *bp = txn_pool(t);
+	buf_pool *bp = txn_mgr_pool(tm);
 	uint64_t g = op_group_pages(buf_page_size(bp));
 	unsigned char arg[4];
 	buf_page *pg;
@@ -291,12 +297,17 @@ int op_page_free(txn *t, uint64_t pgno)
 	if ((rc = check_data_page(bp, pgno, "free")) != 0)
 		return rc;
 	uint64_t bm = 1 + (pgno - 1) / g * g;
-	if ((rc = txn_note_free(t, pgno)) != 0)
+	if (t && (rc = txn_note_free(t, pgno)) != 0)
 		return rc;
 	util_put32(arg, (uint32_t)(pgno - bm));
 	if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
 		return rc;
-	rc = txn_update(t, pg, OP_PAGE_FREE, arg, 4);
+	rc = upd(t, tm, pg, OP_PAGE_FREE, arg, 4);
 	buf_put(bp, pg);
 	return rc;
 }
+
+int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno) { return page_alloc(t, txn_mgr_of(t), type, pgno); }
+int op_page_free(txn *t, uint64_t pgno) { return page_free(t, txn_mgr_of(t), pgno); }
+int op_page_alloc_unlogged(txn_mgr *tm, uint16_t type, uint64_t *pgno) { return page_alloc(NULL, tm, type, pgno); }
+int op_page_free_unlogged(txn_mgr *tm, uint64_t pgno) { return page_free(NULL, tm, pgno); }

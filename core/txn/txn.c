@@ -171,6 +171,7 @@ int txn_begin(txn_mgr *tm, txn **out)
 uint64_t txn_id(const txn *t) { return t->id; }
 txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
 buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
+buf_pool *txn_mgr_pool(const txn_mgr *tm) { return tm->bp; }
 
 /* Records that r (just appended) belongs to t (t->mu held; T4, T6). */
 static void note(txn *t, const log_rec *r)
@@ -255,6 +256,26 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 	rc = apply(t, pg, &r);
 	buf_put(t->tm->bp, pg);
 	return rc;
+}
+
+int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len, uint64_t undo_next)
+{
+	log_rec r = {.pgno = buf_pgno(pg), .undo_next = undo_next, .type = op, .flags = LOG_CLR, .len = len,
+		     .data = args};
+	return apply(t, pg, &r);
+}
+
+uint64_t txn_undo_next(txn *t) { return t->undo_next; }
+
+int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args, uint32_t len)
+{
+	buf_pool *bp = tm->bp;
+	const op_def *d = op_get(op);
+	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
+	if (!d || !d->redo)
+		return util_err(TP_EINVAL, "operation %u is not a page operation", op);
+	buf_dirty(bp, pg, log_end(tm->lg)); /* checkpoints write it back */
+	return d->redo(buf_data(pg), buf_page_size(bp), &r);
 }
 
 uint64_t txn_nta_begin(txn *t) { return t->last_lsn; }

@@ -33,6 +33,7 @@ int txn_abort(txn *t);
 uint64_t txn_id(const txn *t);
 txn_mgr *txn_mgr_of(const txn *t);
 buf_pool *txn_pool(const txn *t);
+buf_pool *txn_mgr_pool(const txn_mgr *tm);
 
 /* Locks (strict 2PL: held until commit or abort).  mode is a lock_mode.
  * A deadlock victim (TP_EDEADLOCK) or timed-out waiter (TP_ETIMEOUT) is
@@ -51,6 +52,15 @@ int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len
 /* For undo functions: logs op(args) on page pgno as a CLR of t, whose
  * undo_next skips the record being undone, and applies it through redo. */
 int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len);
+/* Logs op(args) on the X-latched page pg as a redo-only record of t (a
+ * CLR): undo skips it and goes on at undo_next.  For structure changes
+ * that must survive a rollback, and for compensations of logical undo. */
+int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len, uint64_t undo_next);
+/* The record rollback would undo next (the start of a nested top action). */
+uint64_t txn_undo_next(txn *t);
+/* Applies op(args) to the X-latched page pg without logging: for trees
+ * opened without transaction protection, which a crash may leave torn. */
+int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args, uint32_t len);
 /* Nested top action: records logged between begin and end are never
  * undone once end has logged its dummy CLR. */
 uint64_t txn_nta_begin(txn *t);

@@ -1,0 +1,735 @@
+/*
+ * bt -- B-link tree search, update and split.
+ *
+ * Design
+ *   Concurrency follows Lehman and Yao's B-link tree rather than latch
+ *   coupling: every page has a high key and a right link, so a reader that
+ *   reaches a page after a concurrent split moves right until the key is
+ *   below the high key.  A descent therefore holds one latch at a time (S on
+ *   internal pages, S or X on the leaf), never latches upward, and a split
+ *   holds only the page being split and its new sibling.  Latch coupling
+ *   would hold a parent while waiting for a child and serialize writers at
+ *   the root; with B-links a writer never blocks a reader for more than one
+ *   page's update.
+ *
+ *   A split is two steps, each leaving a correct tree (LLADD 2.4): (1) fill
+ *   a newly allocated right sibling and link it from the old page, (2) add
+ *   the separator to the parent.  Step 1 is a nested top action: the page
+ *   allocation and fill are ordinary records, and the final BT_LINK record on
+ *   the old page is a CLR whose undo_next skips them, so once it is logged
+ *   the split survives any rollback, and before it a rollback frees the page.
+ *   Step 2 is a single redo-only record (a CLR).  A crash between the steps
+ *   leaves a half split that the right link still covers.  The root never
+ *   moves: a root split copies its halves into two new pages and rewrites
+ *   the root as their parent in one final CLR.
+ *
+ *   Records are locked (txn_lock on "K" + root + key) before their leaf is
+ *   latched, and held to commit; leaf changes are logged with logical undo.
+ *   Inserts at the right end of a page that has no right sibling (in-order
+ *   loading) split at the insertion point, leaving full pages behind
+ *   (LIBTP's footnote on uneven splits).
+ *
+ * Invariants: P1..P5 in bt_int.h, and
+ *   B-1  Latches are taken top-down and left-to-right only.
+ *   B-2  No latch is held while waiting for a lock.
+ *   B-3  A page is reachable from its left sibling before its parent knows it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "bt_int.h"
+#include "lock.h"
+#include "op.h"
+#include "tp.h"
+
+int bt_open(txn_mgr *tm, uint64_t root, int cmp, bt_tree **out)
+{
+	bt_tree *bt;
+	if (cmp < 0 || cmp >= BT_NCMP)
+		return util_err(TP_EINVAL, "btree: unknown comparator %d", cmp);
+	if (!(bt = calloc(1, sizeof *bt)))
+		return ENOMEM;
+	bt->tm = tm;
+	bt->bp = txn_mgr_pool(tm);
+	bt->root = root;
+	bt->cmp = cmp;
+	bt->psize = buf_page_size(bt->bp);
+	bt->max_cell = (bt->psize - BT_HDR) / 4 - 2; /* P5 */
+	bt->max_key = bt->max_cell - BT_CELL_HDR - 8;
+	if (bt->max_key > LOCK_KEY_MAX - 9)
+		bt->max_key = LOCK_KEY_MAX - 9;
+	*out = bt;
+	return 0;
+}
+
+void bt_close(bt_tree *bt) { free(bt); }
+uint64_t bt_root(const bt_tree *bt) { return bt->root; }
+size_t bt_max_key(const bt_tree *bt) { return bt->max_key; }
+
+/* A change to page pg: logged in t (as a CLR when clr), or unlogged. */
+static int bt_log(bt_tree *bt, txn *t, buf_page *pg, uint16_t op, const void *a, size_t len, int clr,
+		  uint64_t undo_next)
+{
+	if (!t)
+		return txn_apply_unlogged(bt->tm, pg, op, a, (uint32_t)len);
+	if (clr)
+		return txn_update_clr(t, pg, op, a, (uint32_t)len, undo_next);
+	return txn_update(t, pg, op, a, (uint32_t)len);
+}
+
+static int lock_key(bt_tree *bt, txn *t, const void *key, size_t klen, int mode)
+{
+	unsigned char name[LOCK_KEY_MAX];
+	if (!t)
+		return 0;
+	name[0] = 'K';
+	util_put64(name + 1, bt->root);
+	memcpy(name + 9, key, klen);
+	return txn_lock(t, name, 9 + klen, mode);
+}
+
+int bt_check_page(bt_tree *bt, buf_page *pg)
+{
+	const unsigned char *p = buf_data(pg);
+	uint16_t type = util_get16(p + 4);
+	if ((type != BT_PT_LEAF && type != BT_PT_INTERNAL) || (type == BT_PT_LEAF) != (bt_level(p) == 0) ||
+	    util_get32(p + BT_H_CSTART) > bt->psize || BT_HDR + 2u * bt_nslots(p) > util_get32(p + BT_H_CSTART))
+		return util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " is not a valid B-tree page (type 0x%04x)",
+				bt->root, buf_pgno(pg), type);
+	return 0;
+}
+
+/* Latches the page at level `target` that covers key (moving right past
+ * concurrent splits), X-latched if x.  B-1.
+ * With d->pred the page is the one holding the keys just below key (so a
+ * separator equal to key leads left, and a high key equal to key does not
+ * lead right), or the right edge when d->inf; d->low then receives the
+ * page's low fence: every key of the page's range is at or above it. */
+int bt_descend(bt_tree *bt, const void *key, size_t klen, unsigned target, int x, bt_descent *d, buf_page **out)
+{
+	buf_page *pg, *nx;
+	int rc, held_x = 0, pred = d && d->pred, inf = d && d->inf;
+
+	if (d)
+		d->have_low = 0;
+	if ((rc = buf_get(bt->bp, bt->root, BUF_S, &pg)) != 0)
+		return rc;
+	for (;;) {
+		if ((rc = bt_check_page(bt, pg)) != 0)
+			goto err;
+		const unsigned char *p = buf_data(pg);
+		unsigned lvl = bt_level(p);
+		if (lvl == target && x && !held_x) { /* relatch X: the page may change meanwhile */
+			uint64_t no = buf_pgno(pg);
+			buf_put(bt->bp, pg);
+			if ((rc = buf_get(bt->bp, no, BUF_X, &pg)) != 0)
+				return rc;
+			held_x = 1;
+			continue;
+		}
+		int right;
+		if (bt_hk_inf(p))
+			right = 0;
+		else if (inf)
+			right = 1;
+		else {
+			int c = bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN));
+			right = pred ? c > 0 : c >= 0;
+		}
+		if (right) {
+			uint64_t r = bt_right(p);
+			if (!r) {
+				rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " has a high key but no right sibling",
+					      bt->root, buf_pgno(pg));
+				goto err;
+			}
+			if (d) { /* the high key left behind is the new page's low fence */
+				d->lowlen = util_get16(p + BT_H_HKLEN);
+				memcpy(d->low, p + util_get16(p + BT_H_HKOFF), d->lowlen);
+				d->have_low = 1;
+			}
+			if ((rc = buf_get(bt->bp, r, held_x ? BUF_X : BUF_S, &nx)) != 0)
+				goto err;
+			buf_put(bt->bp, pg);
+			pg = nx;
+			continue;
+		}
+		if (lvl == target) {
+			*out = pg;
+			return 0;
+		}
+		if (lvl < target) {
+			rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": no level %u above page %" PRIu64, bt->root, target,
+				      buf_pgno(pg));
+			goto err;
+		}
+		uint64_t child;
+		if (!pred) {
+			child = bt_child_for(p, bt->cmp, key, klen);
+		} else {
+			int found;
+			unsigned i = inf ? bt_nslots(p) : bt_search(p, bt->cmp, key, klen, &found);
+			child = i == 0 ? bt_leftmost(p) : bt_cchild(bt_ccell(p, i - 1));
+			if (i > 0) {
+				const unsigned char *c = bt_ccell(p, i - 1);
+				d->lowlen = bt_cklen(c);
+				memcpy(d->low, bt_ckey(c), d->lowlen);
+				d->have_low = 1;
+			}
+		}
+		int want_x = x && lvl - 1 == target;
+		if ((rc = buf_get(bt->bp, child, want_x ? BUF_X : BUF_S, &nx)) != 0)
+			goto err;
+		buf_put(bt->bp, pg);
+		pg = nx;
+		held_x = want_x;
+	}
+err:
+	buf_put(bt->bp, pg);
+	return rc;
+}
+
+static int descend(bt_tree *bt, const void *key, size_t klen, unsigned target, int x, buf_page **out)
+{
+	return bt_descend(bt, key, klen, target, x, NULL, out);
+}
+
+/* ---- overflow values ---- */
+
+/* Bytes at off of page pgno: a logged PAGE_SET in t, or unlogged. */
+static int raw_set(bt_tree *bt, txn *t, uint64_t pgno, uint32_t off, const void *data, size_t len)
+{
+	if (t)
+		return op_page_set(t, pgno, off, data, (uint32_t)len);
+	unsigned char *a = calloc(1, 4 + 2 * len);
+	buf_page *pg;
+	int rc;
+	if (!a)
+		return ENOMEM;
+	util_put16(a, (uint16_t)off);
+	util_put16(a + 2, (uint16_t)len);
+	memcpy(a + 4 + len, data, len);
+	if ((rc = buf_get(bt->bp, pgno, BUF_X, &pg)) == 0) {
+		rc = txn_apply_unlogged(bt->tm, pg, OP_PAGE_SET, a, (uint32_t)(4 + 2 * len));
+		buf_put(bt->bp, pg);
+	}
+	free(a);
+	return rc;
+}
+
+static int ovf_write(bt_tree *bt, txn *t, const unsigned char *val, size_t vlen, uint64_t *first)
+{
+	size_t per = bt->psize - BT_OVF_HDR, nparts = (vlen + per - 1) / per;
+	uint64_t next = 0;
+	int rc = 0;
+	/* written back to front, so each page knows its successor */
+	for (size_t i = nparts; i-- > 0;) {
+		uint64_t pgno;
+		size_t off = i * per, n = vlen - off < per ? vlen - off : per;
+		unsigned char hdr[12];
+		if ((rc = t ? op_page_alloc(t, BT_PT_OVERFLOW, &pgno) : op_page_alloc_unlogged(bt->tm, BT_PT_OVERFLOW, &pgno)) != 0)
+			return rc;
+		util_put64(hdr, next);
+		util_put32(hdr + 8, (uint32_t)n);
+		if ((rc = raw_set(bt, t, pgno, BUF_HDR, hdr, 12)) != 0 ||
+		    (rc = raw_set(bt, t, pgno, BT_OVF_HDR, val + off, n)) != 0)
+			return rc;
+		next = pgno;
+	}
+	*first = next;
+	return 0;
+}
+
+/* Reads an overflow chain into out (up to cap bytes). */
+int bt_ovf_read(bt_tree *bt, uint64_t pgno, uint32_t vlen, void *out, size_t cap)
+{
+	size_t done = 0;
+	while (done < vlen) {
+		buf_page *pg;
+		int rc;
+		if (!pgno)
+			return util_err(TP_ECORRUPT, "btree %" PRIu64 ": overflow chain ends %zu bytes short of %" PRIu32,
+					bt->root, (size_t)(vlen - done), vlen);
+		if ((rc = buf_get(bt->bp, pgno, BUF_S, &pg)) != 0)
+			return rc;
+		const unsigned char *p = buf_data(pg);
+		uint32_t n = util_get32(p + BUF_HDR + 8);
+		if (util_get16(p + 4) != BT_PT_OVERFLOW || n > bt->psize - BT_OVF_HDR || n > vlen - done) {
+			buf_put(bt->bp, pg);
+			return util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " is not a valid overflow page",
+					bt->root, pgno);
+		}
+		if (done < cap)
+			memcpy((unsigned char *)out + done, p + BT_OVF_HDR, n < cap - done ? n : cap - done);
+		done += n;
+		pgno = util_get64(p + BUF_HDR);
+		buf_put(bt->bp, pg);
+	}
+	return 0;
+}
+
+static int ovf_free(bt_tree *bt, txn *t, uint64_t pgno)
+{
+	while (pgno) {
+		buf_page *pg;
+		int rc;
+		if ((rc = buf_get(bt->bp, pgno, BUF_S, &pg)) != 0)
+			return rc;
+		uint64_t next = util_get64(buf_data(pg) + BUF_HDR);
+		buf_put(bt->bp, pg);
+		if ((rc = t ? op_page_free(t, pgno) : op_page_free_unlogged(bt->tm, pgno)) != 0)
+			return rc;
+		pgno = next;
+	}
+	return 0;
+}
+
+/* ---- split ---- */
+
+static int insert_parent(bt_tree *bt, txn *t, unsigned level, const void *sep, size_t seplen, uint64_t child);
+
+/* Where to split page p (n >= 2 cells, or an append): the first slot that
+ * moves right.  For an append (insertion past the last cell of the right
+ * edge) everything stays left. */
+static unsigned split_point(const unsigned char *p, unsigned ins, int append)
+{
+	unsigned n = bt_nslots(p), level = bt_level(p);
+	if (append && ins == n && !bt_right(p) && level == 0)
+		return n;
+	size_t total = 0, half, acc = 0;
+	for (unsigned i = 0; i < n; i++)
+		total += bt_csize(bt_ccell(p, i), level) + 2;
+	half = total / 2;
+	unsigned k = 0;
+	while (k < n && acc + bt_csize(bt_ccell(p, k), level) + 2 <= half) {
+		acc += bt_csize(bt_ccell(p, k), level) + 2;
+		k++;
+	}
+	if (level) { /* the middle cell moves up: keep one on each side */
+		if (k < 1)
+			k = 1;
+		if (k > n - 2)
+			k = n - 2;
+	} else {
+		if (k < 1)
+			k = 1;
+		if (k > n - 1)
+			k = n - 1;
+	}
+	return k;
+}
+
+static int alloc_page(bt_tree *bt, txn *t, unsigned level, uint64_t *pgno)
+{
+	uint16_t type = level ? BT_PT_INTERNAL : BT_PT_LEAF;
+	return t ? op_page_alloc(t, type, pgno) : op_page_alloc_unlogged(bt->tm, type, pgno);
+}
+
+/* Fills new page no with cells [from, to) of p and the given links. */
+static int fill_page(bt_tree *bt, txn *t, uint64_t no, const unsigned char *p, unsigned from, unsigned to,
+		     uint64_t right, uint64_t leftmost, const void *hk, unsigned hklen)
+{
+	unsigned char *a = malloc(bt->psize + 64);
+	buf_page *pg;
+	int rc;
+	if (!a)
+		return ENOMEM;
+	size_t len = bt_init_args(a, p, from, to, bt_level(p), right, leftmost, hk, hklen);
+	if ((rc = buf_get(bt->bp, no, BUF_X, &pg)) == 0) {
+		rc = bt_log(bt, t, pg, OP_BT_INIT, a, len, 0, 0);
+		buf_put(bt->bp, pg);
+	}
+	free(a);
+	return rc;
+}
+
+/* Splits the X-latched page pg, which lacks room for an insertion at slot
+ * ins; releases pg.  The caller then retries its change from the root. */
+static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
+{
+	unsigned char *p = buf_data(pg), *sep = NULL, *a = NULL;
+	unsigned n = bt_nslots(p), level = bt_level(p);
+	uint64_t saved = t ? txn_undo_next(t) : 0, left, right;
+	int rc;
+
+	unsigned k = split_point(p, ins, append);
+	size_t seplen;
+	if (k == n) { /* append: the new sibling starts empty; its fence is just past the last key */
+		const unsigned char *c = bt_ccell(p, n - 1);
+		seplen = bt_cklen(c) + 1;
+		if (!(sep = malloc(seplen + 1))) {
+			rc = ENOMEM;
+			goto out;
+		}
+		memcpy(sep, bt_ckey(c), bt_cklen(c));
+		sep[seplen - 1] = 0; /* the least key above the last one, bytewise */
+		if (bt->cmp != BT_CMP_BYTES || seplen > bt->max_key) {
+			free(sep);
+			sep = NULL;
+			k = split_point(p, ins, 0);
+		}
+	}
+	if (!sep) {
+		const unsigned char *c = bt_ccell(p, k);
+		seplen = bt_cklen(c);
+		if (!(sep = malloc(seplen + 1))) {
+			rc = ENOMEM;
+			goto out;
+		}
+		memcpy(sep, bt_ckey(c), seplen);
+	}
+	unsigned move = level ? k + 1 : k; /* internal: cell k moves up */
+	uint64_t mid_child = level ? bt_cchild(bt_ccell(p, k)) : 0;
+	unsigned hklen = bt_hk_inf(p) ? BT_HK_INF : util_get16(p + BT_H_HKLEN);
+	const unsigned char *hk = hklen == BT_HK_INF ? NULL : p + util_get16(p + BT_H_HKOFF);
+
+	if (buf_pgno(pg) == bt->root) {
+		/* root split: both halves move to new pages; the root becomes their parent */
+		if ((rc = alloc_page(bt, t, level, &left)) != 0 || (rc = alloc_page(bt, t, level, &right)) != 0)
+			goto out;
+		if ((rc = fill_page(bt, t, left, p, 0, k, right, bt_leftmost(p), sep, (unsigned)seplen)) != 0 ||
+		    (rc = fill_page(bt, t, right, p, move, n, 0, mid_child, NULL, BT_HK_INF)) != 0)
+			goto out;
+		if (!(a = malloc(64 + seplen))) {
+			rc = ENOMEM;
+			goto out;
+		}
+		unsigned char *q = a;
+		util_put16(q, (uint16_t)(level + 1));
+		util_put64(q + 2, 0);
+		util_put64(q + 10, left);
+		util_put16(q + 18, BT_HK_INF);
+		util_put16(q + 20, 1);
+		q += 22;
+		util_put16(q, (uint16_t)seplen);
+		q[2] = q[3] = 0;
+		util_put32(q + 4, 0);
+		memcpy(q + BT_CELL_HDR, sep, seplen);
+		util_put64(q + BT_CELL_HDR + seplen, right);
+		rc = bt_log(bt, t, pg, OP_BT_INIT, a, 22 + BT_CELL_HDR + seplen + 8, 1, saved);
+		goto out;
+	}
+	if ((rc = alloc_page(bt, t, level, &right)) != 0)
+		goto out;
+	if ((rc = fill_page(bt, t, right, p, move, n, bt_right(p), mid_child, hk, hklen)) != 0)
+		goto out;
+	if (!(a = malloc(12 + seplen))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	util_put16(a, (uint16_t)k);
+	util_put64(a + 2, right);
+	util_put16(a + 10, (uint16_t)seplen);
+	memcpy(a + 12, sep, seplen);
+	if ((rc = bt_log(bt, t, pg, OP_BT_LINK, a, 12 + seplen, 1, saved)) != 0) /* B-3 */
+		goto out;
+	buf_put(bt->bp, pg);
+	pg = NULL;
+	rc = insert_parent(bt, t, level + 1, sep, seplen, right);
+out:
+	if (pg)
+		buf_put(bt->bp, pg);
+	free(sep);
+	free(a);
+	return rc;
+}
+
+/* Adds (sep -> child) to the page at `level` that covers sep: redo-only. */
+static int insert_parent(bt_tree *bt, txn *t, unsigned level, const void *sep, size_t seplen, uint64_t child)
+{
+	size_t clen = BT_CELL_HDR + seplen + 8;
+	unsigned char *a = malloc(BT_ARG_HDR + clen);
+	buf_page *pg;
+	int rc, found;
+	if (!a)
+		return ENOMEM;
+	for (;;) {
+		if ((rc = descend(bt, sep, seplen, level, 1, &pg)) != 0)
+			break;
+		unsigned char *p = buf_data(pg);
+		unsigned slot = bt_search(p, bt->cmp, sep, seplen, &found);
+		if (found) {
+			buf_put(bt->bp, pg);
+			rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": separator already in page %" PRIu64, bt->root,
+				      buf_pgno(pg));
+			break;
+		}
+		if (bt_free_space(p) < clen + 2) {
+			if ((rc = split(bt, t, pg, slot, 0)) != 0)
+				break;
+			continue;
+		}
+		util_put64(a, bt->root);
+		util_put16(a + 8, (uint16_t)bt->cmp);
+		util_put16(a + 10, (uint16_t)slot);
+		unsigned char *c = a + BT_ARG_HDR;
+		util_put16(c, (uint16_t)seplen);
+		c[2] = c[3] = 0;
+		util_put32(c + 4, 0);
+		memcpy(c + BT_CELL_HDR, sep, seplen);
+		util_put64(c + BT_CELL_HDR + seplen, child);
+		rc = bt_log(bt, t, pg, OP_BT_INSERT, a, BT_ARG_HDR + clen, 1, t ? txn_undo_next(t) : 0);
+		buf_put(bt->bp, pg);
+		break;
+	}
+	free(a);
+	return rc;
+}
+
+/* ---- leaf changes ---- */
+
+/* Applies what (insert, delete, replace) of cell to the leaf holding its
+ * key.  *old receives a copy of the replaced or deleted cell (malloc'ed)
+ * when old is non-NULL.  clr: log as a CLR with undo_next. */
+static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell, size_t len, int flags, int clr,
+		       uint64_t undo_next, unsigned char **old, size_t *oldlen)
+{
+	const void *key = bt_ckey(cell);
+	size_t klen = bt_cklen(cell);
+	unsigned char *a = NULL;
+	buf_page *pg;
+	int rc, found;
+
+	for (;;) {
+		if ((rc = descend(bt, key, klen, 0, 1, &pg)) != 0)
+			return rc;
+		unsigned char *p = buf_data(pg);
+		unsigned slot = bt_search(p, bt->cmp, key, klen, &found);
+		int op = what;
+		if (op == BT_DO_INSERT && found) {
+			if (flags & BT_NOOVERWRITE) {
+				buf_put(bt->bp, pg);
+				return EEXIST;
+			}
+			op = BT_DO_REPLACE;
+		}
+		if ((op == BT_DO_DELETE || op == BT_DO_REPLACE) && !found) {
+			buf_put(bt->bp, pg);
+			return TP_ENOTFOUND;
+		}
+		size_t osz = found ? bt_csize(bt_ccell(p, slot), 0) : 0;
+		size_t need = op == BT_DO_INSERT ? len + 2 : op == BT_DO_REPLACE && len > osz ? len - osz : 0;
+		if (bt_free_space(p) < need) {
+			if (bt_nslots(p) == 0) { /* P5 makes this impossible */
+				buf_put(bt->bp, pg);
+				return util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " cannot hold one cell",
+						bt->root, buf_pgno(pg));
+			}
+			if ((rc = split(bt, t, pg, slot, (flags & BT_APPEND) || slot == bt_nslots(p))) != 0)
+				return rc;
+			continue;
+		}
+		if (old) {
+			*old = NULL;
+			*oldlen = osz;
+			if (found && !(*old = malloc(osz))) {
+				buf_put(bt->bp, pg);
+				return ENOMEM;
+			}
+			if (found)
+				memcpy(*old, bt_ccell(p, slot), osz);
+		}
+		size_t alen = BT_ARG_HDR + (op == BT_DO_REPLACE ? 4 + osz + len : op == BT_DO_DELETE ? osz : len);
+		if (!(a = malloc(alen))) {
+			buf_put(bt->bp, pg);
+			return ENOMEM;
+		}
+		util_put64(a, bt->root);
+		util_put16(a + 8, (uint16_t)bt->cmp);
+		util_put16(a + 10, (uint16_t)slot);
+		uint16_t type;
+		if (op == BT_DO_INSERT) {
+			memcpy(a + BT_ARG_HDR, cell, len);
+			type = OP_BT_INSERT;
+		} else if (op == BT_DO_DELETE) {
+			memcpy(a + BT_ARG_HDR, bt_ccell(p, slot), osz);
+			type = OP_BT_DELETE;
+		} else {
+			util_put32(a + BT_ARG_HDR, (uint32_t)osz);
+			memcpy(a + BT_ARG_HDR + 4, bt_ccell(p, slot), osz);
+			memcpy(a + BT_ARG_HDR + 4 + osz, cell, len);
+			type = OP_BT_REPLACE;
+		}
+		rc = bt_log(bt, t, pg, type, a, alen, clr, undo_next);
+		buf_put(bt->bp, pg);
+		free(a);
+		if (rc && old) {
+			free(*old);
+			*old = NULL;
+		}
+		return rc;
+	}
+}
+
+int bt_compensate(txn *t, uint64_t root, int cmp, int what, const unsigned char *cell, size_t len, uint64_t undo_next)
+{
+	bt_tree *bt;
+	int rc = bt_open(txn_mgr_of(t), root, cmp, &bt);
+	if (rc)
+		return rc;
+	rc = leaf_change(bt, t, what, cell, len, what == BT_DO_INSERT ? BT_NOOVERWRITE : 0, 1, undo_next, NULL, NULL);
+	if (rc == TP_ENOTFOUND || rc == EEXIST)
+		rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": undo found the tree without the change it undoes", root);
+	bt_close(bt);
+	return rc;
+}
+
+/* ---- the interface ---- */
+
+int bt_create(txn *t, uint64_t *root)
+{
+	unsigned char a[24];
+	buf_page *pg;
+	int rc;
+	if ((rc = op_page_alloc(t, BT_PT_LEAF, root)) != 0)
+		return rc;
+	util_put16(a, 0);
+	util_put64(a + 2, 0);
+	util_put64(a + 10, 0);
+	util_put16(a + 18, BT_HK_INF);
+	util_put16(a + 20, 0);
+	if ((rc = buf_get(txn_pool(t), *root, BUF_X, &pg)) != 0)
+		return rc;
+	rc = txn_update(t, pg, OP_BT_INIT, a, 22);
+	buf_put(txn_pool(t), pg);
+	return rc;
+}
+
+static int check_key(bt_tree *bt, size_t klen)
+{
+	if (klen == 0 || klen > bt->max_key)
+		return util_err(TP_EINVAL, "btree %" PRIu64 ": key of %zu bytes (allowed 1..%zu)", bt->root, klen,
+				bt->max_key);
+	return 0;
+}
+
+int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	buf_page *pg;
+	int rc, found;
+	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, LOCK_S)) != 0)
+		return rc;
+	if ((rc = descend(bt, key, klen, 0, 0, &pg)) != 0)
+		return rc;
+	const unsigned char *p = buf_data(pg);
+	unsigned slot = bt_search(p, bt->cmp, key, klen, &found);
+	if (!found) {
+		buf_put(bt->bp, pg);
+		return TP_ENOTFOUND;
+	}
+	const unsigned char *c = bt_ccell(p, slot);
+	uint32_t n = bt_cvlen(c);
+	if (vlen)
+		*vlen = n;
+	if (bt_covf(c))
+		rc = bt_ovf_read(bt, util_get64(bt_cpayload(c)), n, val, cap);
+	else if (val)
+		memcpy(val, bt_cpayload(c), n < cap ? n : cap);
+	buf_put(bt->bp, pg);
+	return rc;
+}
+
+int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, size_t vlen, int flags)
+{
+	unsigned char *cell, *old = NULL;
+	size_t oldlen = 0, clen;
+	uint64_t ovf = 0;
+	int rc;
+
+	if ((rc = check_key(bt, klen)) != 0)
+		return rc;
+	if (vlen > UINT32_MAX)
+		return util_err(EFBIG, "btree %" PRIu64 ": value of %zu bytes is too large", bt->root, vlen);
+	if ((rc = lock_key(bt, t, key, klen, LOCK_X)) != 0)
+		return rc;
+	int inline_val = BT_CELL_HDR + klen + vlen <= bt->max_cell;
+	clen = BT_CELL_HDR + klen + (inline_val ? vlen : 8);
+	if (!(cell = malloc(clen)))
+		return ENOMEM;
+	if (!inline_val && (rc = ovf_write(bt, t, val, vlen, &ovf)) != 0)
+		goto out;
+	util_put16(cell, (uint16_t)klen);
+	cell[2] = inline_val ? 0 : BT_CF_OVF;
+	cell[3] = 0;
+	util_put32(cell + 4, (uint32_t)vlen);
+	memcpy(cell + BT_CELL_HDR, key, klen);
+	if (inline_val)
+		memcpy(cell + BT_CELL_HDR + klen, val, vlen);
+	else
+		util_put64(cell + BT_CELL_HDR + klen, ovf);
+	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old, &oldlen);
+	if (rc == 0 && old && bt_covf(old)) /* the replaced value's pages */
+		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
+	if (rc && ovf && !t)
+		(void)ovf_free(bt, t, ovf);
+out:
+	free(old);
+	free(cell);
+	return rc;
+}
+
+int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen)
+{
+	unsigned char cell[BT_CELL_HDR + LOCK_KEY_MAX], *old = NULL;
+	size_t oldlen;
+	int rc;
+	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, LOCK_X)) != 0)
+		return rc;
+	util_put16(cell, (uint16_t)klen);
+	cell[2] = cell[3] = 0;
+	util_put32(cell + 4, 0);
+	memcpy(cell + BT_CELL_HDR, key, klen);
+	rc = leaf_change(bt, t, BT_DO_DELETE, cell, BT_CELL_HDR + klen, 0, 0, 0, &old, &oldlen);
+	if (rc == 0 && old && bt_covf(old))
+		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
+	free(old);
+	return rc;
+}
+
+/* Frees the pages of one level, starting at pgno; *down is the first page
+ * of the level below (0 at the leaves). */
+static int drop_level(bt_tree *bt, txn *t, uint64_t pgno, uint64_t *down)
+{
+	int rc = 0;
+	*down = 0;
+	while (pgno) {
+		buf_page *pg;
+		if ((rc = buf_get(bt->bp, pgno, BUF_S, &pg)) != 0)
+			return rc;
+		const unsigned char *p = buf_data(pg);
+		unsigned lvl = bt_level(p), n = bt_nslots(p);
+		uint64_t next = bt_right(p);
+		if (!*down && lvl)
+			*down = bt_leftmost(p);
+		/* overflow chains of the leaf's values */
+		uint64_t *chains = NULL;
+		size_t nc = 0;
+		if (!lvl && n && (chains = malloc(n * sizeof *chains)))
+			for (unsigned i = 0; i < n; i++)
+				if (bt_covf(bt_ccell(p, i)))
+					chains[nc++] = util_get64(bt_cpayload(bt_ccell(p, i)));
+		buf_put(bt->bp, pg);
+		for (size_t i = 0; i < nc && !rc; i++)
+			rc = ovf_free(bt, t, chains[i]);
+		free(chains);
+		if (!rc)
+			rc = t ? op_page_free(t, pgno) : op_page_free_unlogged(bt->tm, pgno);
+		if (rc)
+			return rc;
+		pgno = next;
+	}
+	return 0;
+}
+
+int bt_drop(bt_tree *bt, txn *t)
+{
+	uint64_t pgno = bt->root, down;
+	int rc;
+	do {
+		if ((rc = drop_level(bt, t, pgno, &down)) != 0)
+			return rc;
+		pgno = down;
+	} while (pgno);
+	return 0;
+}
