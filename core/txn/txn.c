@@ -22,6 +22,12 @@
  *       forward processing, the undone record's prev_lsn during rollback.
  *   T5  A page freed by an open transaction is not reallocated until that
  *       transaction ends (its rollback would mark it allocated again).
+ *   T7  Early lock release: a committing transaction releases its locks as
+ *       soon as its commit record is appended, before the flush (LIBTP's
+ *       group commit with Soisalon-Soininen's early release).  Commits are
+ *       still acknowledged in log order: a flush covering a commit covers
+ *       every commit logged before it, and a read-only transaction waits
+ *       until the log is durable up to where it was when it committed.
  *   T6  A record of t is appended and t's LSN fields and state updated in
  *       one critical section of t->mu, which a checkpoint's snapshot of the
  *       table also takes: a record appended before the snapshot's start LSN
@@ -371,9 +377,16 @@ int txn_commit(txn *t, int nosync)
 		(void)txn_abort(t);
 		return util_err(TP_EROLLBACK, "commit refused: the transaction lost a deadlock or lock wait and was rolled back");
 	}
-	if (!t->last_lsn) { /* read-only: nothing to log */
+	if (!t->last_lsn) {
+		/* read-only: nothing to log, but what it read may come from
+		 * commits whose locks were released early and which are not
+		 * durable yet (T7) */
+		uint64_t seen = log_end(tm->lg);
+		lock_release_all(t->locks);
+		if (!nosync && seen > log_durable(tm->lg))
+			rc = log_commit_flush(tm->lg, seen - 1);
 		txn_free(t);
-		return 0;
+		return rc;
 	}
 	log_rec r = {.pgno = LOG_NOPAGE, .type = OP_COMMIT};
 	if ((rc = txn_log(t, &r)) != 0) {
@@ -383,6 +396,10 @@ int txn_commit(txn *t, int nosync)
 		return rc;
 	}
 	io_point("txn.commit.logged");
+	/* T7: early lock release -- the commit record is in the log buffer, so
+	 * any transaction that now reads our changes logs its own commit after
+	 * ours and is acknowledged only once ours is durable too */
+	lock_release_all(t->locks);
 	if (!nosync && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
 			     "its outcome is decided by recovery at the next open",
