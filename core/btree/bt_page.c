@@ -341,6 +341,10 @@ void bt_cell_print(FILE *out, const log_rec *r)
 	if (r->type == OP_BT_REPLACE)
 		c += 4;
 	fprintf(out, " tree %" PRIu64 " slot %u", util_get64(q), util_get16(q + 10));
+	if ((size_t)(c - q) + BT_CELL_HDR > r->len || (size_t)(c - q) + BT_CELL_HDR + bt_cklen(c) > r->len) {
+		fprintf(out, " (malformed: %" PRIu32 " bytes)", r->len);
+		return;
+	}
 	print_key(out, bt_ckey(c), bt_cklen(c));
 	fprintf(out, " vlen %" PRIu32 "%s", bt_cvlen(c), bt_covf(c) ? " (overflow)" : "");
 }
@@ -357,6 +361,8 @@ void bt_init_print(FILE *out, const log_rec *r)
 		fprintf(out, " cells %u", util_get16(q + 20 + hk));
 	else if (hk == BT_HK_INF)
 		fprintf(out, " cells %u", util_get16(q + 20));
+	else
+		fprintf(out, " (malformed: %" PRIu32 " bytes)", r->len);
 }
 
 void bt_link_print(FILE *out, const log_rec *r)

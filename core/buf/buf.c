@@ -200,6 +200,8 @@ int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 	buf_page *pg;
 	int rc;
 
+	if (pgno > BUF_MAX_PAGES)
+		return util_err(TP_EINVAL, "%s: page %" PRIu64 " is out of range", io_path(bp->f), pgno);
 	pthread_mutex_lock(&bp->mu);
 	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
 		if (pg->pgno == pgno)
@@ -262,6 +264,15 @@ unsigned char *buf_data(buf_page *pg) { return pg->data; }
 uint64_t buf_pgno(const buf_page *pg) { return pg->pgno; }
 uint64_t buf_page_lsn(const buf_page *pg) { return util_get64(pg->data + 8); }
 uint32_t buf_page_size(const buf_pool *bp) { return bp->psize; }
+
+int buf_file_pages(buf_pool *bp, uint64_t *pages)
+{
+	uint64_t sz;
+	int rc = io_size(bp->f, &sz);
+	if (!rc)
+		*pages = sz / bp->psize;
+	return rc;
+}
 
 void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 {

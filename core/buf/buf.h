@@ -23,6 +23,9 @@ typedef struct buf_pool buf_pool;
 typedef struct buf_page buf_page;
 
 #define BUF_HDR 16u
+/* Page numbers above this are rejected (2^40 pages: 4 PiB of 4 KiB pages;
+ * well below where page * page_size overflows). */
+#define BUF_MAX_PAGES (1ull << 40)
 
 /* buf_get flags */
 enum {
@@ -68,5 +71,7 @@ typedef struct buf_stats {
 void buf_stats_get(buf_pool *bp, buf_stats *s);
 size_t buf_pinned(buf_pool *bp);
 uint32_t buf_page_size(const buf_pool *bp);
+/* Whole pages in the page file now. */
+int buf_file_pages(buf_pool *bp, uint64_t *pages);
 
 #endif

@@ -209,6 +209,14 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	}
 	if ((rc = buf_open(env->data, env->lg, env->psize, env->opt.cache_pages, env->opt.readonly, &env->bp)) != 0)
 		goto err;
+	uint64_t pages;
+	if ((rc = buf_file_pages(env->bp, &pages)) != 0)
+		goto err;
+	if (pages < m->data_pages) { /* every page the last checkpoint wrote back must be there */
+		rc = util_err(TP_ECORRUPT, "%s: truncated: %" PRIu64 " pages, but the last checkpoint wrote %" PRIu64,
+			      data, pages, m->data_pages);
+		goto err;
+	}
 	if (env->opt.readonly) {
 		if ((rc = txn_mgr_open(env->lg, env->bp, 1, &env->tm)) != 0)
 			goto err;

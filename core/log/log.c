@@ -971,6 +971,15 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 		}
 		lg->max_seg = segs[i];
 	}
+	/* L6: no hole between the start segment and the last one present (no
+	 * create, recycle or truncation ever leaves one) */
+	for (size_t i = 1; i < nsegs; i++)
+		if (segs[i] > sseg && segs[i - 1] >= sseg && segs[i] != segs[i - 1] + 1) {
+			char path[4096];
+			seg_name(lg, segs[i - 1] + 1, path, sizeof path);
+			rc = util_err(TP_ECORRUPT, "%s: missing log segment (segments before and after it exist)", path);
+			goto err;
+		}
 	if (!have_start) {
 		char path[4096];
 		seg_name(lg, sseg, path, sizeof path);

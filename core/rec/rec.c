@@ -237,7 +237,10 @@ int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *
 	if (old < start)
 		start = old;
 	io_point("rec.ckpt.logged");
-	if ((rc = store_master_put(st, *ckpt_lsn, start)) != 0) {
+	uint64_t pages;
+	if ((rc = buf_file_pages(bp, &pages)) != 0)
+		return rc;
+	if ((rc = store_master_put(st, *ckpt_lsn, start, pages)) != 0) {
 		log_panic(lg, rc, "checkpoint master write");
 		return rc;
 	}

@@ -61,6 +61,7 @@ static void ms_encode(const store_master *m, unsigned char *p)
 	util_put64(p + 8, m->seq);
 	util_put64(p + 16, m->ckpt_lsn);
 	util_put64(p + 24, m->log_start);
+	util_put64(p + 32, m->data_pages);
 	util_put32(p + 508, util_crc32c(0, p, 508));
 }
 
@@ -71,6 +72,7 @@ static int ms_decode(const unsigned char *p, store_master *m)
 	m->seq = util_get64(p + 8);
 	m->ckpt_lsn = util_get64(p + 16);
 	m->log_start = util_get64(p + 24);
+	m->data_pages = util_get64(p + 32);
 	return 1;
 }
 
@@ -190,10 +192,10 @@ void store_close(store *st)
 const store_super *store_sb(const store *st) { return &st->sb; }
 const store_master *store_master_get(const store *st) { return &st->m; }
 
-int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start)
+int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start, uint64_t data_pages)
 {
 	unsigned char buf[SECTOR];
-	store_master m = {.seq = st->m.seq + 1, .ckpt_lsn = ckpt_lsn, .log_start = log_start};
+	store_master m = {.seq = st->m.seq + 1, .ckpt_lsn = ckpt_lsn, .log_start = log_start, .data_pages = data_pages};
 	int slot = 1 - st->slot, rc;
 	ms_encode(&m, buf);
 	if ((rc = io_pwrite(st->f, buf, SECTOR, (uint64_t)(1 + slot) * SECTOR)) == 0)

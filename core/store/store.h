@@ -10,7 +10,8 @@
  *   508  4  CRC-32C of bytes 0..507
  *   sectors 1 and 2: master slots, written alternately by checkpoints
  *     0  8  magic "TPFSMSTR"      8  8  sequence           16  8  checkpoint LSN
- *    24  8  log start LSN       508  4  CRC-32C of bytes 0..507
+ *    24  8  log start LSN        32  8  pages in the page file at the checkpoint
+ *   508  4  CRC-32C of bytes 0..507
  *   The valid slot with the higher sequence wins, so a torn slot write
  *   leaves the previous checkpoint in force.
  */
@@ -34,6 +35,7 @@ typedef struct store_super {
 
 typedef struct store_master {
 	uint64_t seq, ckpt_lsn, log_start;
+	uint64_t data_pages; /* the page file held at least this many pages */
 } store_master;
 
 /* Writes the superblock and first master slot of a new store (dir exists). */
@@ -44,7 +46,7 @@ void store_close(store *st);
 const store_super *store_sb(const store *st);
 const store_master *store_master_get(const store *st);
 /* Writes the next master slot and syncs it. */
-int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start);
+int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start, uint64_t data_pages);
 /* dir/name into out. */
 void store_path(const char *dir, const char *name, char *out, size_t n);
 

@@ -67,10 +67,12 @@ static _Thread_local char errbuf[512];
 
 int util_err(int rc, const char *fmt, ...)
 {
+	char tmp[sizeof errbuf]; /* the arguments may include util_errmsg() itself */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+	vsnprintf(tmp, sizeof tmp, fmt, ap);
 	va_end(ap);
+	memcpy(errbuf, tmp, sizeof errbuf);
 	return rc;
 }
 
