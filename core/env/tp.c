@@ -137,8 +137,22 @@ int tp_mkfs(const char *path, const tp_options *o)
 	return store_create(path, &sb, &m); /* last: a store without it is not one */
 }
 
+static void handle_unlink(tp_txn *t)
+{
+	tp_env *env = t->env;
+	pthread_mutex_lock(&env->txns_mu);
+	*t->pprev = t->next;
+	if (t->next)
+		t->next->pprev = t->pprev;
+	pthread_mutex_unlock(&env->txns_mu);
+	free(t);
+}
+
 static void env_free(tp_env *env)
 {
+	while (env->txns) /* handles of transactions left open: recovery undoes them */
+		handle_unlink(env->txns);
+	pthread_mutex_destroy(&env->txns_mu);
 	txn_mgr_close(env->tm);
 	buf_close(env->bp);
 	if (env->data)
@@ -178,6 +192,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	if (!env)
 		return ENOMEM;
 	pthread_mutex_init(&env->ckpt_mu, NULL);
+	pthread_mutex_init(&env->txns_mu, NULL);
 	if (o)
 		env->opt = *o;
 	else
@@ -282,6 +297,13 @@ int tp_begin(tp_env *env, tp_txn **out)
 		return rc;
 	}
 	t->env = env;
+	pthread_mutex_lock(&env->txns_mu);
+	t->next = env->txns;
+	if (env->txns)
+		env->txns->pprev = &t->next;
+	t->pprev = &env->txns;
+	env->txns = t;
+	pthread_mutex_unlock(&env->txns_mu);
 	*out = t;
 	return 0;
 }
@@ -301,7 +323,7 @@ int tp_commit(tp_txn *t, int flags)
 {
 	tp_env *env = t->env;
 	int rc = txn_commit(t->t, flags & TP_COMMIT_NOSYNC);
-	free(t);
+	handle_unlink(t);
 	if (!rc)
 		maybe_checkpoint(env);
 	return rc;
@@ -310,7 +332,7 @@ int tp_commit(tp_txn *t, int flags)
 int tp_abort(tp_txn *t)
 {
 	int rc = txn_abort(t->t);
-	free(t);
+	handle_unlink(t);
 	return rc;
 }
 

@@ -31,11 +31,14 @@ struct tp_env {
 	uint64_t ckpt_ns;         /* when it was taken */
 	uint64_t ckpts;
 	rec_result rec;
+	pthread_mutex_t txns_mu;  /* the list of open handles */
+	struct tp_txn *txns;      /* freed by tp_close if the caller did not end them */
 };
 
 struct tp_txn {
 	tp_env *env;
 	txn *t;
+	struct tp_txn *next, **pprev; /* env->txns, under env->txns_mu */
 };
 
 #endif

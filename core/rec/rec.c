@@ -408,7 +408,8 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 	if ((rc = redo(lg, bp, &a, res)) != 0)
 		goto out;
 	/* undo: newest loser first */
-	qsort(a.tx, a.ntx, sizeof *a.tx, cmp_last_desc);
+	if (a.ntx)
+		qsort(a.tx, a.ntx, sizeof *a.tx, cmp_last_desc);
 	log_stats before, after;
 	log_stats_get(lg, &before);
 	for (size_t i = 0; i < a.ntx; i++) {

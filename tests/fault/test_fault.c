@@ -1,0 +1,631 @@
+/*
+ * test_fault -- injected I/O faults at every io call of a small workload:
+ * EIO, ENOSPC and short transfers, once or sticky, at call K for every K.
+ *
+ * The base store (made with the real POSIX backend) needs recovery: a few
+ * committed transactions that no checkpoint covers and a long transaction
+ * left in flight, then a crash-close.  A scenario's workload opens it
+ * (analysis, redo, undo, checkpoint), runs a few transactions (writes,
+ * allocations, frees, an abort, a long transaction, checkpoints by hand and
+ * by log size, a log segment boundary), and closes.  A dry run counts the
+ * io data calls C.  Then for every K in 1..C, every kind and both
+ * stickinesses a child runs the same workload with the fault armed at K:
+ *   - every engine call returns 0 or an error (EIO, ENOSPC, TP_EPANIC),
+ *     never crashes the process (a signal or abort() fails the test);
+ *   - no page stays pinned after any call;
+ *   - TP_EPANIC is sticky: after it no transaction begins or commits;
+ *   - a short transfer is no error at all: io retries it, so the whole
+ *     workload must succeed;
+ *   - the child ends with tp_close or tp_crash_close, then with its pending
+ *     writes applied, dropped, or cut by a simulated power cut.
+ * A verifier child then opens the store without faults and checks it
+ * against the oracle: acknowledged commits present; a failed commit
+ * followed by an acknowledged one absent; failed commits after the last
+ * acknowledged one entirely present or absent; nothing else.  It commits
+ * one more transaction, reopens and checks again.
+ *
+ * Two targeted tests pin down cases the sweep reaches only by chance:
+ *   - abort_after_failed_log_write: a log write fails (panic); aborting
+ *     another open transaction must report the panic, not a corrupt store.
+ *   - failed_append_leaves_no_trace: creating the next log segment fails
+ *     with ENOSPC inside tp_page_write, for every position of the record
+ *     near the end of a segment; the transaction is then aborted, another
+ *     commits, the process crashes: the failed write must not reappear.
+ *
+ * Environment: TP_FAULT_JOBS (worker processes, default online CPUs <= 8),
+ * TP_FAULT_ONLY=scenario:K:kind:sticky reruns one fault point.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io_sim.h"
+#include "workload.h"
+
+#define SETUP_PAGES 20
+#define L_PAGES 4
+#define NSCEN 2
+#define CHILD_TIMEOUT 120
+#define CHILD_FAIL 3
+#define MAX_FAILURES 20 /* stop after this many failed fault points */
+
+static const char *const kinds[] = {"", "EIO", "ENOSPC", "SHORT"};
+
+/* ---- a scenario: base store, model, workload configuration ---- */
+
+typedef struct scenario {
+	wl_config cfg;      /* the fault workload */
+	wl_model base;      /* committed state of the base store */
+	char basedir[PATH_MAX];
+	uint64_t calls;     /* io data calls of the dry run */
+	uint64_t syncs;
+} scenario;
+
+typedef struct totals {
+	uint64_t next;      /* next fault point (atomic) */
+	uint64_t total;     /* fault points in all */
+	uint64_t ran, open_failed, clean_error, panicked, no_error, injected, acked, failed_commits, doubt, doubt_kept;
+	uint64_t failures;
+	char msg[8192];
+} totals;
+
+static void add(uint64_t *p, uint64_t v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
+
+/* ---- children ---- */
+
+enum { END_CLOSE_APPLY, END_CRASHCLOSE_DROP, END_POWER_CUT, NEND };
+static const char *const ends[] = {"tp_close, pending writes applied", "tp_crash_close, pending writes dropped",
+				   "tp_close, then a power cut"};
+
+typedef struct child {
+	int verify;
+	const scenario *sc;
+	const char *store, *oracle;
+	uint64_t sim_seed;
+	uint64_t call;          /* fault at this call; 0: dry run */
+	int kind, sticky, end;
+	wl_shared *sh;
+} child;
+
+static int child_main(void *arg)
+{
+	child *x = arg;
+	tp_options o;
+	tp_env *env;
+	wl_stats st;
+	char err[sizeof x->sh->msg];
+	int rc;
+
+	err[0] = 0;
+	iosim_install(x->sim_seed);
+	if (x->verify) {
+		wl_check_opts co = {.seed = x->sim_seed, .extra_txn = 1};
+		wl_check_result res;
+		if (wl_check(x->store, &x->sc->cfg, &x->sc->base, x->oracle, &co, &res, err, sizeof err) != 0 ||
+		    wl_leak_check(err, sizeof err) != 0) {
+			snprintf(x->sh->msg, sizeof x->sh->msg, "%s", err);
+			return CHILD_FAIL;
+		}
+		x->sh->val[0] = res.acked;
+		x->sh->val[1] = res.in_doubt;
+		x->sh->val[2] = (uint64_t)res.doubt_applied;
+		x->sh->finished = 1;
+		return 0;
+	}
+	int strict = !x->call || x->kind == IOSIM_FAULT_SHORT;
+	if (x->call)
+		iosim_fault_at(x->call, (enum iosim_fault)x->kind, x->sticky);
+	wl_options(&x->sc->cfg, &o);
+	if ((rc = tp_open(x->store, &o, &env)) != 0) {
+		wl_shared_counters(x->sh);
+		if (strict || (rc != EIO && rc != ENOSPC && rc != TP_EPANIC)) {
+			snprintf(x->sh->msg, sizeof x->sh->msg, "tp_open (recovery) failed: %d (%s): %s", rc,
+				 tp_strerror(rc), tp_errmsg());
+			return CHILD_FAIL;
+		}
+		x->sh->flags = 1; /* open failed cleanly */
+		x->sh->finished = 1;
+		if (wl_leak_check(err, sizeof err) != 0) {
+			snprintf(x->sh->msg, sizeof x->sh->msg, "after a failed tp_open: %s", err);
+			return CHILD_FAIL;
+		}
+		return 0;
+	}
+	if (wl_run(env, &x->sc->cfg, &x->sc->base, x->oracle, strict ? WL_STRICT : 0, &st, err, sizeof err) != 0) {
+		snprintf(x->sh->msg, sizeof x->sh->msg, "workload: %s", err);
+		return CHILD_FAIL;
+	}
+	x->sh->val[0] = st.commits;
+	x->sh->val[1] = st.failed_commits;
+	x->sh->val[2] = st.errors;
+	x->sh->val[3] = (uint64_t)st.panicked;
+	if (x->end == END_CRASHCLOSE_DROP) {
+		tp_crash_close(env);
+	} else if ((rc = tp_close(env)) != 0 && (strict || (rc != EIO && rc != ENOSPC && rc != TP_EPANIC))) {
+		snprintf(x->sh->msg, sizeof x->sh->msg, "tp_close failed: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+		return CHILD_FAIL;
+	} else if (rc) {
+		x->sh->val[2]++;
+	}
+	wl_shared_counters(x->sh);
+	x->sh->finished = 1;
+	if (wl_leak_check(err, sizeof err) != 0) {
+		snprintf(x->sh->msg, sizeof x->sh->msg, "after the workload: %s", err);
+		return CHILD_FAIL;
+	}
+	switch (x->end) {
+	case END_CLOSE_APPLY:
+		iosim_uninstall(); /* the page cache reaches the disk after all */
+		return 0;
+	case END_CRASHCLOSE_DROP:
+		return 0; /* unsynced writes die with the process's simulated cache */
+	default:
+		iosim_crash_now();
+	}
+}
+
+/* ---- workers ---- */
+
+typedef struct worker {
+	totals *g;
+	scenario *sc;
+	char dir[256], work[PATH_MAX], oracle[PATH_MAX];
+	wl_shared *sh;
+	char where[512];
+	char keep[PATH_MAX];    /* where the first failing store is copied */
+	int has_only;
+	uint64_t only;
+} worker;
+
+static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(worker *w, const char *fmt, ...)
+{
+	char m[6144];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m, sizeof m, fmt, ap);
+	va_end(ap);
+	if (__atomic_add_fetch(&w->g->failures, 1, __ATOMIC_SEQ_CST) == 1) {
+		int kept = wl_copy_store(w->work, w->keep) == 0;
+		snprintf(w->g->msg, sizeof w->g->msg, "fault point failed: %.4000s\n  at: %.500s\n  store %s %.200s", m,
+			 w->where, kept ? "kept in" : "could not be copied to", w->keep);
+	}
+}
+
+static int run_child(worker *w, child *c)
+{
+	char sb[128];
+	wl_shared_reset(w->sh);
+	c->sh = w->sh;
+	c->store = w->work;
+	c->oracle = w->oracle;
+	int status = wl_fork(child_main, c, CHILD_TIMEOUT);
+	int want_exit = !c->verify && c->end == END_POWER_CUT && !w->sh->flags ? IOSIM_CRASH_EXIT : 0;
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == want_exit && w->sh->finished &&
+	    !w->sh->msg[0])
+		return 0;
+	fail(w, "%s child: %s; %s", c->verify ? "verifier" : "workload", wl_status_str(status, sb, sizeof sb),
+	     w->sh->msg[0] ? w->sh->msg : "(no message)");
+	return -1;
+}
+
+/* Fault point p: scenario, call, kind, stickiness, from one index. */
+static void decode(const scenario *sc, uint64_t p, int *s, uint64_t *call, int *kind, int *sticky)
+{
+	for (*s = 0; *s < NSCEN && p >= sc[*s].calls * 6; (*s)++)
+		p -= sc[*s].calls * 6;
+	*call = 1 + p / 6;
+	*kind = 1 + (int)(p % 6) / 2;
+	*sticky = (int)(p % 2);
+}
+
+static int run_point(worker *w, uint64_t p)
+{
+	int s, kind, sticky;
+	uint64_t call;
+	decode(w->sc, p, &s, &call, &kind, &sticky);
+	const scenario *sc = &w->sc[s];
+	uint64_t h = wl_mix(sc->cfg.seed, p);
+	child c = {.sc = sc, .sim_seed = h, .call = call, .kind = kind, .sticky = sticky, .end = (int)(h % NEND)};
+	snprintf(w->where, sizeof w->where,
+		 "scenario %d, %s%s at io call %" PRIu64 " of %" PRIu64 ", ended by %s (rerun: TP_FAULT_ONLY=%d:%" PRIu64
+		 ":%s:%d)",
+		 s, sticky ? "sticky " : "", kinds[kind], call, sc->calls, ends[c.end], s, call, kinds[kind], sticky);
+	if (wl_copy_store(sc->basedir, w->work) != 0) {
+		fail(w, "cannot copy %s", sc->basedir);
+		return -1;
+	}
+	unlink(w->oracle);
+	if (run_child(w, &c) != 0)
+		return -1;
+	add(&w->g->ran, 1);
+	add(&w->g->injected, w->sh->faults ? 1 : 0);
+	if (w->sh->flags)
+		add(&w->g->open_failed, 1);
+	else if (w->sh->val[3])
+		add(&w->g->panicked, 1);
+	else if (w->sh->val[2])
+		add(&w->g->clean_error, 1);
+	else
+		add(&w->g->no_error, 1);
+	add(&w->g->failed_commits, w->sh->val[1]);
+	if (kind == IOSIM_FAULT_SHORT && w->sh->val[2]) {
+		fail(w, "a short transfer made an engine call fail (io must retry it)");
+		return -1;
+	}
+	child v = {.verify = 1, .sc = sc, .sim_seed = wl_mix(h, 1)};
+	if (run_child(w, &v) != 0)
+		return -1;
+	add(&w->g->acked, w->sh->val[0]);
+	add(&w->g->doubt, w->sh->val[1]);
+	add(&w->g->doubt_kept, w->sh->val[2] ? 1 : 0);
+	return 0;
+}
+
+static int worker_main(void *arg)
+{
+	worker *w = arg;
+	if (!(w->sh = wl_shared_new()) || mkdir(w->dir, 0755) != 0) {
+		fail(w, "cannot set up %s", w->dir);
+		return CHILD_FAIL;
+	}
+	snprintf(w->work, sizeof w->work, "%s/work", w->dir);
+	snprintf(w->oracle, sizeof w->oracle, "%s/oracle", w->dir);
+	if (w->has_only)
+		return run_point(w, w->only) ? CHILD_FAIL : 0;
+	for (;;) {
+		uint64_t p = __atomic_fetch_add(&w->g->next, 1, __ATOMIC_SEQ_CST);
+		if (p >= w->g->total || __atomic_load_n(&w->g->failures, __ATOMIC_SEQ_CST) >= MAX_FAILURES)
+			return 0;
+		(void)run_point(w, p); /* a failure is counted and reported; go on */
+	}
+}
+
+/* ---- set-up: base stores that need recovery, dry runs ---- */
+
+static void make_scenario(scenario *sc, int s, const char *top)
+{
+	char err[4096], oracle[PATH_MAX];
+	wl_config pre;
+	tp_options o;
+	tp_env *env;
+	wl_stats st;
+	int rc;
+
+	snprintf(sc->basedir, sizeof sc->basedir, "%s/base%d", top, s);
+	snprintf(oracle, sizeof oracle, "%s/prelude%d", top, s);
+	wl_config_base(&pre, SETUP_PAGES, L_PAGES);
+	pre.page_size = s ? 4096 : 1024;
+	cr_assert_eq(wl_model_init(&sc->base, pre.page_size - 16), 0);
+	cr_assert_eq(wl_make_base(sc->basedir, &pre, &sc->base, err, sizeof err), 0, "%s", err);
+	/* prelude: commits no checkpoint covers, L in flight, then a crash */
+	pre.seed = 0x9e1d0 + (uint64_t)s;
+	pre.cache_pages = 8;
+	pre.ckpt_log_bytes = 1 << 30;
+	pre.ntx = 4;
+	pre.long_txn = WL_END_INFLIGHT;
+	pre.last_inflight = 1;
+	pre.ckpt_pct = 0;
+	pre.nosync_pct = 0; /* every commit durable: the base model is exact */
+	wl_options(&pre, &o);
+	cr_assert_eq(rc = tp_open(sc->basedir, &o, &env), 0, "tp_open: %d: %s", rc, tp_errmsg());
+	cr_assert_eq(wl_run(env, &pre, &sc->base, oracle, WL_STRICT, &st, err, sizeof err), 0, "prelude: %s", err);
+	tp_crash_close(env);
+	wl_model m;
+	cr_assert_eq(wl_model_init(&m, sc->base.body), 0);
+	cr_assert_eq(wl_oracle_apply(&sc->base, oracle, &m, err, sizeof err), 0, "%s", err);
+	wl_model_copy(&sc->base, &m);
+	wl_model_free(&m);
+
+	/* the fault workload */
+	sc->cfg = pre;
+	sc->cfg.seed = 0xfa017 + (uint64_t)s;
+	sc->cfg.cache_pages = 8;
+	sc->cfg.ckpt_log_bytes = s ? 40 * 1024 : 24 * 1024;
+	sc->cfg.ntx = s ? 7 : 10;
+	sc->cfg.long_txn = s ? WL_END_ABORT : WL_END_COMMIT;
+	sc->cfg.last_inflight = s;
+	sc->cfg.ckpt_pct = 10;
+	sc->cfg.nosync_pct = 15;
+}
+
+static int dry_child(void *arg)
+{
+	child *c = arg;
+	c->call = 0;
+	c->end = END_CLOSE_APPLY;
+	int rc = child_main(c);
+	return rc;
+}
+
+Test(fault, every_call, .timeout = 1500)
+{
+	char top[200];
+	scenario *sc = mmap(NULL, NSCEN * sizeof *sc, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	totals *g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert(sc != MAP_FAILED && g != MAP_FAILED);
+	memset(g, 0, sizeof *g);
+	cr_assert_eq(wl_tmpdir("fault", top, sizeof top), 0, "cannot make a temporary directory: %s", strerror(errno));
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+
+	worker w0 = {.g = g, .sc = sc};
+	snprintf(w0.dir, sizeof w0.dir, "%s/dry", top);
+	cr_assert_eq(mkdir(w0.dir, 0755), 0);
+	snprintf(w0.work, sizeof w0.work, "%s/work", w0.dir);
+	snprintf(w0.oracle, sizeof w0.oracle, "%s/oracle", w0.dir);
+	snprintf(w0.keep, sizeof w0.keep, "%s/failed", top);
+	w0.sh = wl_shared_new();
+	cr_assert_not_null(w0.sh);
+	for (int s = 0; s < NSCEN; s++) {
+		make_scenario(&sc[s], s, top);
+		/* dry run: count the io calls; the result must verify too */
+		cr_assert_eq(wl_copy_store(sc[s].basedir, w0.work), 0);
+		child c = {.sc = &sc[s], .sim_seed = 1, .end = END_CLOSE_APPLY};
+		snprintf(w0.where, sizeof w0.where, "scenario %d dry run", s);
+		c.sh = w0.sh;
+		c.store = w0.work;
+		c.oracle = w0.oracle;
+		wl_shared_reset(w0.sh);
+		char sb[128];
+		int status = wl_fork(dry_child, &c, CHILD_TIMEOUT);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && w0.sh->finished, "scenario %d dry run: %s; %s", s,
+			  wl_status_str(status, sb, sizeof sb), w0.sh->msg);
+		sc[s].calls = w0.sh->calls;
+		sc[s].syncs = w0.sh->syncs;
+		cr_assert_gt(w0.sh->val[0], 3, "scenario %d: only %" PRIu64 " commits", s, (uint64_t)w0.sh->val[0]);
+		child v = {.verify = 1, .sc = &sc[s], .sim_seed = 2};
+		cr_assert_eq(run_child(&w0, &v), 0, "%s", g->msg);
+		printf("fault: scenario %d: %u-byte pages, %" PRIu64 " io data calls, %" PRIu64 " syncs, %" PRIu64
+		       " commits in the dry run\n",
+		       s, sc[s].cfg.page_size, sc[s].calls, sc[s].syncs, (uint64_t)w0.sh->val[0]);
+		g->total += sc[s].calls * 6;
+	}
+	fflush(stdout);
+
+	const char *only = getenv("TP_FAULT_ONLY");
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	const char *jv = getenv("TP_FAULT_JOBS");
+	unsigned jobs = jv && atoi(jv) > 0 ? (unsigned)atoi(jv) : ncpu > 0 ? (unsigned)(ncpu < 8 ? ncpu : 8) : 2;
+	uint64_t only_p = 0;
+	if (only && *only) {
+		int s, st;
+		unsigned long long k;
+		char kn[16];
+		cr_assert_eq(sscanf(only, "%d:%llu:%15[A-Z]:%d", &s, &k, kn, &st), 4, "TP_FAULT_ONLY=scenario:K:kind:sticky");
+		int kind = !strcmp(kn, "EIO") ? 1 : !strcmp(kn, "ENOSPC") ? 2 : 3;
+		for (int i = 0; i < s; i++)
+			only_p += sc[i].calls * 6;
+		only_p += (k - 1) * 6 + (uint64_t)(kind - 1) * 2 + (uint64_t)st;
+		jobs = 1;
+	}
+	pid_t pids[8];
+	worker ws[8];
+	for (unsigned k = 0; k < jobs && k < 8; k++) {
+		ws[k] = (worker){.g = g, .sc = sc, .has_only = only && *only, .only = only_p};
+		snprintf(ws[k].dir, sizeof ws[k].dir, "%s/w%u", top, k);
+		snprintf(ws[k].keep, sizeof ws[k].keep, "%s/failed", top);
+		fflush(NULL);
+		pids[k] = fork();
+		cr_assert_geq(pids[k], 0);
+		if (pids[k] == 0)
+			_exit(worker_main(&ws[k]));
+	}
+	for (unsigned k = 0; k < jobs && k < 8; k++) {
+		int status;
+		char sb[128];
+		while (waitpid(pids[k], &status, 0) < 0 && errno == EINTR)
+			;
+		if ((!WIFEXITED(status) || WEXITSTATUS(status)) && !g->failures) {
+			g->failures = 1;
+			snprintf(g->msg, sizeof g->msg, "worker %u: %s", k, wl_status_str(status, sb, sizeof sb));
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	printf("fault: %" PRIu64 " fault points ran (%" PRIu64 " with a fault injected): %" PRIu64
+	       " ended in a clean error, %" PRIu64 " in the sticky panic state, %" PRIu64 " failed to open (recover), %" PRIu64
+	       " saw no error; %" PRIu64 " failures\n",
+	       g->ran, g->injected, g->clean_error, g->panicked, g->open_failed, g->no_error, g->failures);
+	printf("fault: %" PRIu64 " commits acknowledged, %" PRIu64 " failed, %" PRIu64 " in doubt after the last "
+	       "acknowledged one (%" PRIu64 " kept by recovery); %.1f s\n",
+	       g->acked, g->failed_commits, g->doubt, g->doubt_kept, secs);
+	fflush(stdout);
+	if (g->failures) {
+		cr_log_error("%s", g->msg);
+		cr_assert_fail("%" PRIu64 " fault point(s) failed%s; the first:\n%s", g->failures,
+			       g->failures >= MAX_FAILURES ? " (stopped early)" : "", g->msg);
+	}
+	if (!(only && *only)) {
+		cr_assert_eq(g->ran + g->failures, g->total, "%" PRIu64 " of %" PRIu64 " fault points ran", g->ran, g->total);
+		cr_assert_gt(g->panicked, 0, "no run reached the panic state");
+		cr_assert_gt(g->clean_error, 0, "no run ended in a clean error");
+	}
+	wl_rmtree(top);
+}
+
+/* ---- targeted tests ---- */
+
+static void small_options(tp_options *o, size_t cache)
+{
+	tp_options_init(o);
+	o->page_size = 1024;
+	o->seg_size = 64 * 1024;
+	o->cache_pages = cache;
+	o->ckpt_ms = 0;
+	o->ckpt_log_bytes = 1 << 30;
+	o->quiet = 1;
+}
+
+Test(fault, abort_after_failed_log_write, .timeout = 60)
+{
+	char dir[200], store[256];
+	tp_options o;
+	tp_env *env;
+	tp_txn *t, *u;
+	uint64_t pg;
+	unsigned char z[40], r[40];
+	int rc;
+
+	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
+	snprintf(store, sizeof store, "%s/s", dir);
+	small_options(&o, 64);
+	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
+	iosim_install(1);
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_alloc(t, 1, &pg), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	memset(z, 0xab, sizeof z);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_write(t, pg, 0, z, 40), 0); /* T's record: in the log buffer only */
+	iosim_fault_at(iosim_calls() + 1, IOSIM_FAULT_EIO, 0); /* the next io call fails */
+	cr_assert_eq(tp_begin(env, &u), 0);
+	cr_assert_eq(tp_page_write(u, pg, 100, z, 10), 0);
+	rc = tp_commit(u, 0); /* its log write fails: panic */
+	cr_assert_eq(rc, EIO, "commit with a failing log write: %d (%s)", rc, tp_errmsg());
+	rc = tp_abort(t);
+	cr_expect(rc == 0 || rc == TP_EPANIC || rc == EIO,
+		  "tp_abort after a failed log write returned %d (%s): %s -- expected the panic (TP_EPANIC), "
+		  "not a corrupt store",
+		  rc, tp_strerror(rc), tp_errmsg());
+	cr_assert_eq(tp_debug_pinned(env), 0);
+	cr_assert_neq(tp_begin(env, &t), 0, "a transaction began after the panic");
+	tp_crash_close(env);
+	iosim_uninstall();
+	cr_assert_eq(tp_open(store, &o, &env), 0, "recovery: %s", tp_errmsg());
+	cr_assert_eq(tp_page_read(env, pg, 0, r, 40), 0);
+	for (int i = 0; i < 40; i++)
+		cr_assert_eq(r[i], 0, "the aborted transaction's write survived recovery (byte %d)", i);
+	cr_assert_eq(tp_close(env), 0);
+	wl_rmtree(dir);
+}
+
+/* One trial of failed_append_leaves_no_trace, in a child: nbig commits of
+ * 800 bytes and one of filler bytes bring the log end near the end of
+ * segment 0; then a transaction writes a little (so its abort logs an
+ * ABORT record) and makes one more write with the next io call -- the
+ * creation of the spare segment, if the write reaches segment 1 -- failing
+ * with ENOSPC.  Result in sh->val[0]: 0 the write succeeded, 1 it failed
+ * and left no trace, 2 it failed and reappeared after recovery. */
+typedef struct append_trial {
+	const char *store;
+	unsigned nbig, filler;
+	wl_shared *sh;
+} append_trial;
+
+static int append_child(void *arg)
+{
+	append_trial *a = arg;
+	tp_options o;
+	tp_env *env;
+	tp_txn *t;
+	uint64_t pa, pb;
+	unsigned char big[800], z[40], r[40];
+	char seg2[256];
+	int rc;
+
+	small_options(&o, 64);
+	wl_rmtree(a->store);
+	iosim_install(7);
+#define CK(c)                                                                                                    \
+	do {                                                                                                     \
+		if (!(c)) {                                                                                      \
+			snprintf(a->sh->msg, sizeof a->sh->msg, "line %d: %s: %s", __LINE__, #c, tp_errmsg());   \
+			return CHILD_FAIL;                                                                       \
+		}                                                                                                \
+	} while (0)
+	CK(tp_mkfs(a->store, &o) == 0);
+	CK(tp_open(a->store, &o, &env) == 0);
+	CK(tp_begin(env, &t) == 0 && tp_page_alloc(t, 1, &pa) == 0 && tp_page_alloc(t, 1, &pb) == 0);
+	CK(tp_commit(t, 0) == 0);
+	memset(big, 0x11, sizeof big);
+	snprintf(seg2, sizeof seg2, "%s/log/log.%016x", a->store, 2);
+	for (unsigned i = 0; i < a->nbig; i++) {
+		CK(tp_begin(env, &t) == 0 && tp_page_write(t, pb, 0, big, 800) == 0 && tp_commit(t, 0) == 0);
+		if (a->filler == 0 && access(seg2, F_OK) == 0) { /* calibration: the crossing */
+			a->sh->val[1] = i;
+			tp_crash_close(env);
+			return 0;
+		}
+	}
+	if (a->filler == 0)
+		return 0;
+	CK(tp_begin(env, &t) == 0 && tp_page_write(t, pb, 0, big, a->filler) == 0 && tp_commit(t, 0) == 0);
+	if (access(seg2, F_OK) == 0) { /* already crossed */
+		a->sh->val[2] = 1;
+		tp_crash_close(env);
+		return 0;
+	}
+	memset(z, 0xab, sizeof z);
+	CK(tp_begin(env, &t) == 0 && tp_page_write(t, pb, 900, z, 8) == 0);
+	iosim_fault_at(iosim_calls() + 1, IOSIM_FAULT_ENOSPC, 0);
+	rc = tp_page_write(t, pa, 100, z, 40);
+	iosim_fault_at(0, 0, 0);
+	if (rc == 0) {
+		tp_crash_close(env);
+		return 0;
+	}
+	CK(rc == ENOSPC);
+	CK(tp_debug_pinned(env) == 0);
+	CK(tp_abort(t) == 0); /* a clean failure: the store goes on */
+	CK(tp_begin(env, &t) == 0 && tp_page_write(t, pb, 0, big, 8) == 0 && tp_commit(t, 0) == 0);
+	tp_crash_close(env); /* the log is durable up to that commit */
+	CK(tp_open(a->store, &o, &env) == 0);
+	CK(tp_page_read(env, pa, 100, r, 40) == 0);
+	a->sh->val[0] = r[0] == 0xab ? 2 : 1;
+	CK(tp_close(env) == 0);
+#undef CK
+	return 0;
+}
+
+Test(fault, failed_append_leaves_no_trace, .timeout = 300)
+{
+	char dir[200], store[256], sb[128];
+	wl_shared *sh = wl_shared_new();
+	unsigned failed = 0, bad = 0, first_bad = 0;
+
+	cr_assert_not_null(sh);
+	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
+	snprintf(store, sizeof store, "%s/s", dir);
+	append_trial a = {.store = store, .nbig = 200, .filler = 0, .sh = sh};
+	int status = wl_fork(append_child, &a, 60);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "calibration: %s; %s",
+		  wl_status_str(status, sb, sizeof sb), sh->msg);
+	cr_assert_gt(sh->val[1], 1, "the log never reached segment 1");
+	a.nbig = (unsigned)sh->val[1]; /* commits that stay in segment 0: one more would cross */
+	/* every 8-byte position of the failing record near the segment end */
+	for (a.filler = 1; a.filler <= 1008; a.filler += 4) {
+		wl_shared_reset(sh);
+		status = wl_fork(append_child, &a, 60);
+		cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "filler %u: %s; %s", a.filler,
+			  wl_status_str(status, sb, sizeof sb), sh->msg);
+		failed += sh->val[0] != 0;
+		if (getenv("TP_FAULT_VERBOSE"))
+			printf("nbig %u filler %u: %d%s\n", a.nbig, a.filler, (int)sh->val[0], sh->val[2] ? " (crossed before)" : "");
+		if (sh->val[0] == 2 && !bad++)
+			first_bad = a.filler;
+	}
+	printf("fault: failed_append_leaves_no_trace: %u positions where the segment creation failed, %u left the "
+	       "failed write in the store\n",
+	       failed, bad);
+	cr_assert_gt(failed, 0, "no write failed: the test did not reach a segment boundary");
+	cr_assert_eq(bad, 0,
+		     "%u of %u failed and aborted writes reappeared after recovery (first: %u commits of 800 bytes, "
+		     "one of %u bytes, then an 8-byte write and the failing 40-byte write, abort, a commit, crash): "
+		     "put_locked appended the record before seg_ensure failed",
+		     bad, failed, a.nbig, first_bad);
+	wl_shared_free(sh);
+	wl_rmtree(dir);
+}

@@ -1,0 +1,467 @@
+/*
+ * test_buf -- the buffer pool: pins, CLOCK eviction with write-back
+ * (STEAL), the WAL rule (B1), checksums on read (B2), BUF_REBUILD and
+ * BUF_NOREAD, an all-pinned pool, dirty-page tracking (B4, B6), write failures
+ * (B5), and many threads on a tiny pool.
+ *
+ * Each test builds a log and a page file in a fresh directory; pages are
+ * changed the way txn_update does it: X latch, log a record, change the
+ * bytes, buf_mark.  The "disk" is read with plain POSIX calls.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "buf.h"
+#include "io.h"
+#include "io_sim.h"
+#include "log.h"
+#include "store_util.h"
+#include "tp.h"
+#include "util.h"
+
+#define PS 4096u
+
+static char tdir[64], logdir[128], datapath[128];
+static log_mgr *lg;
+static io_file *df;
+static buf_pool *bp;
+
+static void open_all(size_t frames, int readonly)
+{
+	log_config c = {.dir = logdir, .seg_size = 1u << 20, .quiet = 1};
+	int rc = log_open(&c, LOG_SEG_HDR, &lg);
+	cr_assert_eq(rc, 0, "log_open: %s", tp_errmsg());
+	cr_assert_eq(io_open(datapath, readonly ? IO_RDONLY : IO_CREATE, &df), 0);
+	cr_assert_eq(buf_open(df, lg, PS, frames, readonly, &bp), 0);
+}
+
+static void close_all(void)
+{
+	buf_close(bp);
+	bp = NULL;
+	if (df)
+		io_close(df);
+	df = NULL;
+	log_close(lg);
+	lg = NULL;
+}
+
+static void setup(void)
+{
+	cr_assert_eq(su_tmpdir(tdir, sizeof tdir, "buf"), 0);
+	snprintf(logdir, sizeof logdir, "%s/log", tdir);
+	snprintf(datapath, sizeof datapath, "%s/data", tdir);
+	cr_assert_eq(mkdir(logdir, 0755), 0);
+	log_config c = {.dir = logdir, .seg_size = 1u << 20, .quiet = 1};
+	cr_assert_eq(log_create(&c), 0);
+}
+
+static void teardown(void)
+{
+	if (bp)
+		close_all();
+	io_set_backend(NULL);
+	su_rmtree(tdir);
+}
+
+/* Changes page pgno as txn_update would: body filled with v.  Returns the
+ * record's LSN. */
+static uint64_t modify(uint64_t pgno, unsigned char v)
+{
+	buf_page *pg;
+	int rc = buf_get(bp, pgno, BUF_X, &pg);
+	cr_assert_eq(rc, 0, "buf_get %" PRIu64 ": %d %s", pgno, rc, tp_errmsg());
+	cr_assert_eq(buf_pgno(pg), pgno);
+	log_rec r = {.txid = 1, .pgno = pgno, .type = 6, .len = 1, .data = &v};
+	buf_dirty(bp, pg, log_end(lg)); /* B6: dirty before the record */
+	cr_assert_eq(log_put(lg, &r), 0);
+	memset(buf_data(pg) + BUF_HDR, v, PS - BUF_HDR);
+	buf_set_lsn(pg, r.lsn);
+	cr_assert_eq(buf_page_lsn(pg), r.lsn);
+	buf_put(bp, pg);
+	return r.lsn;
+}
+
+static void expect_page(uint64_t pgno, unsigned char v, uint64_t lsn)
+{
+	buf_page *pg;
+	int rc = buf_get(bp, pgno, BUF_S, &pg);
+	cr_assert_eq(rc, 0, "buf_get %" PRIu64 ": %d %s", pgno, rc, tp_errmsg());
+	const unsigned char *d = buf_data(pg);
+	for (uint32_t i = BUF_HDR; i < PS; i++)
+		if (d[i] != v) {
+			buf_put(bp, pg);
+			cr_assert_fail("page %" PRIu64 " byte %" PRIu32 " is 0x%02x, wrote 0x%02x", pgno, i, d[i], v);
+		}
+	cr_assert_eq(buf_page_lsn(pg), lsn, "page %" PRIu64 " LSN", pgno);
+	buf_put(bp, pg);
+}
+
+/* Every page on disk: checksum right (B2) and its LSN durable in the log
+ * (B1: the record at the page LSN is durable whole: durable > LSN). */
+static void check_disk(void)
+{
+	static unsigned char p[PS];
+	int64_t size = su_raw_size(datapath);
+	for (uint64_t i = 0; (int64_t)((i + 1) * PS) <= size; i++) {
+		cr_assert_eq(su_raw_read(datapath, i * PS, p, PS, NULL), 0);
+		int zero = 1;
+		for (uint32_t k = 0; k < PS && zero; k++)
+			zero = p[k] == 0;
+		if (zero)
+			continue;
+		cr_assert_eq(util_get32(p), util_crc32c(0, p + 4, PS - 4), "page %" PRIu64 " on disk: bad checksum", i);
+		cr_assert_gt(log_durable(lg), util_get64(p + 8),
+			     "W2 broken: page %" PRIu64 " with LSN %" PRIu64 " on disk, log durable only to %" PRIu64, i,
+			     util_get64(p + 8), log_durable(lg));
+	}
+}
+
+static int has_page_word(const char *msg, uint64_t pgno)
+{
+	char w[40];
+	snprintf(w, sizeof w, "page %" PRIu64, pgno);
+	for (const char *s = strstr(msg, w); s; s = strstr(s + 1, w))
+		if (s[strlen(w)] < '0' || s[strlen(w)] > '9')
+			return 1;
+	return 0;
+}
+
+TestSuite(buf, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(buf, pins_are_counted)
+{
+	buf_page *a, *b, *c;
+	open_all(16, 0);
+	cr_assert_eq(buf_pinned(bp), 0);
+	cr_assert_eq(buf_page_size(bp), PS);
+	cr_assert_eq(buf_get(bp, 3, BUF_S, &a), 0);
+	cr_assert_eq(buf_pinned(bp), 1);
+	cr_assert_eq(buf_get(bp, 3, BUF_S, &b), 0, "two shared latches on one page");
+	cr_assert_eq(a, b, "the same frame");
+	cr_assert_eq(buf_pinned(bp), 2);
+	cr_assert_eq(buf_get(bp, 4, BUF_S, &c), 0);
+	cr_assert_eq(buf_pinned(bp), 3);
+	buf_put(bp, a);
+	buf_put(bp, b);
+	cr_assert_eq(buf_pinned(bp), 1);
+	buf_put(bp, c);
+	cr_assert_eq(buf_pinned(bp), 0);
+	buf_stats st;
+	buf_stats_get(bp, &st);
+	cr_assert_eq(st.misses, 2);
+	cr_assert_eq(st.hits, 1);
+}
+
+Test(buf, never_written_page_is_zero)
+{
+	buf_page *pg;
+	open_all(8, 0);
+	cr_assert_eq(buf_get(bp, 1000, BUF_S, &pg), 0, "past the end of the file: %s", tp_errmsg());
+	for (uint32_t i = 0; i < PS; i++)
+		cr_assert_eq(buf_data(pg)[i], 0);
+	cr_assert_eq(buf_page_lsn(pg), 0);
+	buf_put(bp, pg);
+}
+
+Test(buf, eviction_writes_dirty_pages_and_rereads)
+{
+	enum { NP = 40 };
+	uint64_t lsn[NP + 1];
+	open_all(8, 0);
+	for (uint64_t p = 1; p <= NP; p++) {
+		lsn[p] = modify(p, (unsigned char)p);
+		check_disk();
+	}
+	buf_stats st;
+	buf_stats_get(bp, &st);
+	cr_assert_geq(st.writes, NP - 8, "dirty victims are written back (%" PRIu64 ")", st.writes);
+	cr_assert_eq(buf_pinned(bp), 0);
+	for (uint64_t p = 1; p <= NP; p++) {
+		expect_page(p, (unsigned char)p, lsn[p]);
+		check_disk();
+	}
+	buf_stats_get(bp, &st);
+	cr_assert_geq(st.reads, NP - 8, "evicted pages are read back");
+	/* a second round over the same pages */
+	for (uint64_t p = NP; p >= 1; p--)
+		lsn[p] = modify(p, (unsigned char)(p + 100));
+	for (uint64_t p = 1; p <= NP; p++)
+		expect_page(p, (unsigned char)(p + 100), lsn[p]);
+	check_disk();
+	cr_assert_eq(buf_flush_all(bp), 0);
+	check_disk();
+	close_all();
+	/* a new pool sees the same data */
+	open_all(8, 0);
+	for (uint64_t p = 1; p <= NP; p++)
+		expect_page(p, (unsigned char)(p + 100), lsn[p]);
+}
+
+/* B1 directly: an unflushed change, then eviction by clean reads. */
+Test(buf, wal_rule_on_eviction)
+{
+	open_all(8, 0);
+	uint64_t l = modify(1, 0x42);
+	cr_assert_leq(log_durable(lg), l, "the record is not durable yet");
+	for (uint64_t p = 100; p < 120; p++) {
+		buf_page *pg;
+		cr_assert_eq(buf_get(bp, p, BUF_S, &pg), 0);
+		buf_put(bp, pg);
+	}
+	unsigned char d[PS];
+	cr_assert_eq(su_raw_read(datapath, PS, d, PS, NULL), 0);
+	cr_assert_eq(util_get64(d + 8), l, "page 1 was evicted and written");
+	cr_assert_gt(log_durable(lg), l, "W2: the log was made durable past the page LSN first");
+	check_disk();
+}
+
+Test(buf, checksum_failure_names_file_and_page)
+{
+	buf_page *pg;
+	open_all(8, 0);
+	uint64_t l5 = modify(5, 0x55);
+	uint64_t l6 = modify(6, 0x66);
+	cr_assert_eq(buf_flush_all(bp), 0);
+	close_all();
+	cr_assert_eq(su_raw_flip(datapath, 5 * PS + 1000, 0x01), 0);
+	open_all(8, 0);
+	util_err_clear();
+	int rc = buf_get(bp, 5, BUF_S, &pg);
+	cr_assert_eq(rc, TP_ECORRUPT, "a page failing its checksum is refused (rc %d)", rc);
+	cr_assert(has_page_word(tp_errmsg(), 5), "the message names page 5: %s", tp_errmsg());
+	cr_assert_not_null(strstr(tp_errmsg(), datapath), "the message names the file: %s", tp_errmsg());
+	cr_assert_eq(buf_pinned(bp), 0, "a failed get leaves nothing pinned");
+	cr_assert_eq(buf_get(bp, 5, BUF_X, &pg), TP_ECORRUPT, "still refused: never cached as valid");
+	expect_page(6, 0x66, l6);
+	/* BUF_REBUILD: the page reads as zeros with LSN 0, for redo to rebuild */
+	cr_assert_eq(buf_get(bp, 5, BUF_X | BUF_REBUILD, &pg), 0);
+	for (uint32_t i = 0; i < PS; i++)
+		cr_assert_eq(buf_data(pg)[i], 0, "byte %" PRIu32, i);
+	cr_assert_eq(buf_page_lsn(pg), 0);
+	buf_put(bp, pg);
+	(void)l5;
+	/* REBUILD leaves a good page alone */
+	close_all();
+	open_all(8, 0);
+	cr_assert_eq(buf_get(bp, 6, BUF_X | BUF_REBUILD, &pg), 0);
+	cr_assert_eq(buf_page_lsn(pg), l6);
+	cr_assert_eq(buf_data(pg)[BUF_HDR], 0x66);
+	buf_put(bp, pg);
+}
+
+Test(buf, noread_gives_zeros)
+{
+	buf_page *pg;
+	open_all(8, 0);
+	modify(7, 0x77);
+	cr_assert_eq(buf_flush_all(bp), 0);
+	close_all();
+	open_all(8, 0);
+	cr_assert_eq(buf_get(bp, 7, BUF_X | BUF_NOREAD, &pg), 0);
+	for (uint32_t i = 0; i < PS; i++)
+		cr_assert_eq(buf_data(pg)[i], 0);
+	buf_put(bp, pg);
+	buf_stats st;
+	buf_stats_get(bp, &st);
+	cr_assert_eq(st.reads, 0, "NOREAD does not read");
+}
+
+Test(buf, all_pinned_is_enobufs)
+{
+	buf_page *pg[9];
+	open_all(8, 0);
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(buf_get(bp, 10 + (uint64_t)i, BUF_S, &pg[i]), 0);
+	cr_assert_eq(buf_pinned(bp), 8);
+	cr_assert_eq(buf_get(bp, 50, BUF_S, &pg[8]), ENOBUFS);
+	cr_assert_str_neq(tp_errmsg(), "");
+	cr_assert_eq(buf_pinned(bp), 8);
+	cr_assert_eq(buf_get(bp, 12, BUF_S, &pg[8]), 0, "a cached page is still found");
+	buf_put(bp, pg[8]);
+	buf_put(bp, pg[0]);
+	cr_assert_eq(buf_get(bp, 50, BUF_S, &pg[8]), 0, "one frame free again");
+	buf_put(bp, pg[8]);
+	for (int i = 1; i < 8; i++)
+		buf_put(bp, pg[i]);
+	cr_assert_eq(buf_pinned(bp), 0);
+}
+
+static size_t ndirty;
+static uint64_t dirty_pg[64], dirty_rec[64];
+
+static void count_dirty(void *ctx, uint64_t pgno, uint64_t rec_lsn)
+{
+	(void)ctx;
+	if (ndirty < 64) {
+		dirty_pg[ndirty] = pgno;
+		dirty_rec[ndirty] = rec_lsn;
+	}
+	ndirty++;
+}
+
+Test(buf, dirty_pages_and_flush_all)
+{
+	open_all(16, 0);
+	uint64_t first2 = modify(2, 1);
+	ndirty = 0;
+	cr_assert_eq(buf_dirty_pages(bp, count_dirty, NULL), 0);
+	cr_assert_eq(ndirty, 1);
+	cr_assert_eq(dirty_pg[0], 2);
+	uint64_t rec2 = dirty_rec[0];
+	cr_assert_gt(rec2, 0, "B4: a dirty page has a recovery LSN");
+	cr_assert_leq(rec2, first2, "B4/B6: at or before the first record that changed it");
+	modify(3, 1);
+	uint64_t last2 = modify(2, 2);
+	ndirty = 0;
+	cr_assert_eq(buf_dirty_pages(bp, count_dirty, NULL), 0);
+	cr_assert_eq(ndirty, 2);
+	for (size_t i = 0; i < ndirty; i++)
+		if (dirty_pg[i] == 2)
+			cr_assert_eq(dirty_rec[i], rec2, "B4: a later change keeps the first recovery LSN");
+	cr_assert_eq(buf_flush_all(bp), 0);
+	cr_assert_gt(log_durable(lg), last2);
+	ndirty = 0;
+	buf_dirty_pages(bp, count_dirty, NULL);
+	cr_assert_eq(ndirty, 0, "flush_all leaves every page clean");
+	check_disk();
+	buf_stats st;
+	buf_stats_get(bp, &st);
+	cr_assert_eq(st.writes, 2);
+	cr_assert_eq(buf_flush_all(bp), 0);
+	buf_stats_get(bp, &st);
+	cr_assert_eq(st.writes, 2, "clean pages are not written again");
+	/* dirty again: rec_lsn is the new first change */
+	uint64_t again = modify(2, 3);
+	ndirty = 0;
+	buf_dirty_pages(bp, count_dirty, NULL);
+	cr_assert_eq(ndirty, 1);
+	cr_assert_leq(dirty_rec[0], again);
+	cr_assert_gt(dirty_rec[0], last2, "the recovery LSN of the new change, not the old one");
+}
+
+Test(buf, readonly_pool_never_writes)
+{
+	open_all(8, 0);
+	modify(1, 9);
+	cr_assert_eq(buf_flush_all(bp), 0);
+	close_all();
+	su_tree *before = su_tree_take(tdir);
+	open_all(8, 1);
+	buf_page *pg;
+	cr_assert_eq(buf_get(bp, 1, BUF_X, &pg), 0);
+	buf_dirty(bp, pg, 1);
+	buf_data(pg)[100] = 1;
+	buf_set_lsn(pg, 1);
+	buf_put(bp, pg);
+	cr_assert_eq(buf_flush_all(bp), EROFS);
+	close_all();
+	su_tree *after = su_tree_take(tdir);
+	char why[256];
+	cr_assert(su_tree_equal(before, after, why, sizeof why), "%s", why);
+	su_tree_free(before);
+	su_tree_free(after);
+}
+
+Test(buf, failed_page_write_panics)
+{
+	iosim_install(1);
+	open_all(8, 0);
+	modify(1, 1);
+	cr_assert_eq(log_flush(lg, log_end(lg)), 0);
+	iosim_fault_at(iosim_calls() + 1, IOSIM_FAULT_EIO, 0); /* the page write */
+	int rc = buf_flush_all(bp);
+	cr_assert_eq(rc, EIO, "rc %d", rc);
+	cr_assert(log_panicked(lg), "B5: a failed page write panics the log");
+	cr_assert_not_null(strstr(tp_errmsg(), datapath), "%s", tp_errmsg());
+	log_rec r = {.txid = 1, .pgno = LOG_NOPAGE, .type = 1};
+	cr_assert_eq(log_put(lg, &r), TP_EPANIC);
+	cr_assert_eq(buf_pinned(bp), 0);
+	close_all();
+	iosim_uninstall();
+}
+
+/* ---- threads on a tiny pool ---- */
+
+#define MT_THREADS 4
+#define MT_PAGES 10 /* per thread */
+#define MT_ROUNDS 400
+
+typedef struct mt_arg {
+	int id;
+	uint32_t count[MT_PAGES];
+	int bad;
+	char why[128];
+} mt_arg;
+
+static void *mt_thread(void *p)
+{
+	mt_arg *a = p;
+	uint32_t x = (uint32_t)a->id * 7919 + 1;
+	for (int i = 0; i < MT_ROUNDS && !a->bad; i++) {
+		x = x * 1103515245 + 12345;
+		int k = (int)((x >> 16) % MT_PAGES);
+		uint64_t pgno = 1 + (uint64_t)a->id * MT_PAGES + (uint64_t)k;
+		buf_page *pg;
+		int rc = buf_get(bp, pgno, BUF_X, &pg);
+		if (rc) {
+			a->bad = 1;
+			snprintf(a->why, sizeof a->why, "buf_get %" PRIu64 ": %d", pgno, rc);
+			break;
+		}
+		unsigned char *d = buf_data(pg);
+		if (util_get32(d + BUF_HDR) != a->count[k] || (a->count[k] && util_get64(d + BUF_HDR + 4) != pgno)) {
+			a->bad = 1;
+			snprintf(a->why, sizeof a->why, "page %" PRIu64 ": counter %" PRIu32 ", expected %" PRIu32, pgno,
+				 util_get32(d + BUF_HDR), a->count[k]);
+		}
+		a->count[k]++;
+		unsigned char arg[12];
+		util_put32(arg, a->count[k]);
+		util_put64(arg + 4, pgno);
+		log_rec r = {.txid = (uint64_t)a->id + 1, .pgno = pgno, .type = 6, .len = 12, .data = arg};
+		buf_dirty(bp, pg, log_end(lg));
+		if (log_put(lg, &r) != 0)
+			a->bad = 1;
+		memcpy(d + BUF_HDR, arg, 12);
+		buf_set_lsn(pg, r.lsn);
+		buf_put(bp, pg);
+	}
+	return NULL;
+}
+
+Test(buf, threads_on_a_tiny_pool)
+{
+	static mt_arg a[MT_THREADS];
+	pthread_t th[MT_THREADS];
+	open_all(8, 0);
+	for (int i = 0; i < MT_THREADS; i++) {
+		a[i].id = i;
+		cr_assert_eq(pthread_create(&th[i], NULL, mt_thread, &a[i]), 0);
+	}
+	for (int i = 0; i < MT_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_not(a[i].bad, "thread %d: %s", i, a[i].why);
+	}
+	cr_assert_eq(buf_pinned(bp), 0);
+	cr_assert_eq(buf_flush_all(bp), 0);
+	check_disk();
+	close_all();
+	open_all(8, 0);
+	for (int i = 0; i < MT_THREADS; i++)
+		for (int k = 0; k < MT_PAGES; k++) {
+			buf_page *pg;
+			uint64_t pgno = 1 + (uint64_t)i * MT_PAGES + (uint64_t)k;
+			cr_assert_eq(buf_get(bp, pgno, BUF_S, &pg), 0);
+			cr_assert_eq(util_get32(buf_data(pg) + BUF_HDR), a[i].count[k], "page %" PRIu64, pgno);
+			buf_put(bp, pg);
+		}
+}

@@ -1,0 +1,554 @@
+/*
+ * test_op -- the operation registry (ops.def), the redo functions of the
+ * page operations applied to page images directly, the record printer,
+ * the allocation map geometry, and the page operations through a
+ * transaction: alloc/free/allocated, T5 (a page freed by an open
+ * transaction is not reallocated), undo of alloc and free, and every bad
+ * argument refused with TP_EINVAL before anything is logged or changed.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "log.h"
+#include "op.h"
+#include "store_util.h"
+#include "tp.h"
+#include "txn.h"
+#include "util.h"
+
+#define PS 4096u
+#define BODY (PS - BUF_HDR)
+
+static char tdir[64], sdir[128];
+static su_engine E;
+
+static void setup(void)
+{
+	tp_options o;
+	cr_assert_eq(su_tmpdir(tdir, sizeof tdir, "op"), 0);
+	snprintf(sdir, sizeof sdir, "%s/s", tdir);
+	su_options(&o, PS, 1u << 20, 0);
+	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
+}
+
+static void open_engine(size_t frames)
+{
+	int rc = su_engine_open(sdir, frames, &E);
+	cr_assert_eq(rc, 0, "open: %d %s", rc, tp_errmsg());
+}
+
+static void teardown(void)
+{
+	if (E.st)
+		su_engine_crash(&E);
+	su_rmtree(tdir);
+}
+
+static txn *begin(void)
+{
+	txn *t;
+	cr_assert_eq(txn_begin(E.tm, &t), 0);
+	return t;
+}
+
+static void page_image(uint64_t pgno, unsigned char *out)
+{
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, pgno, BUF_S, &pg), 0, "page %" PRIu64 ": %s", pgno, tp_errmsg());
+	memcpy(out, buf_data(pg), PS);
+	buf_put(E.bp, pg);
+}
+
+static int allocated(uint64_t pgno)
+{
+	int a;
+	cr_assert_eq(op_page_allocated(E.bp, pgno, &a), 0);
+	return a;
+}
+
+/* ================================================================== */
+
+TestSuite(registry, .timeout = 30);
+
+Test(registry, every_operation_is_listed)
+{
+	static const char *names[] = {NULL,	   "COMMIT",	"ABORT",      "CKPT",	   "FPI",
+				      "NTA",	   "PAGE_SET",	"PAGE_INIT", "PAGE_ALLOC", "PAGE_FREE"};
+	for (uint16_t id = 1; id < OP__END; id++) {
+		const op_def *d = op_get(id);
+		cr_assert_not_null(d, "operation %u", id);
+		cr_assert_eq(d->id, id);
+		cr_assert_not_null(d->print, "%s has a printer (the log dumper prints every type)", d->name);
+		if (id < sizeof names / sizeof names[0])
+			cr_assert_str_eq(d->name, names[id], "ids are on disk: %u must stay %s", id, names[id]);
+		if (d->flags & OPF_PAGE)
+			cr_assert_not_null(d->redo, "%s changes pages, so it has a redo", d->name);
+		if (d->flags & OPF_FULLPAGE)
+			cr_assert(d->flags & OPF_PAGE);
+	}
+	cr_assert_geq(OP__END, 10, "ids are never removed");
+	cr_assert_not_null(op_get(0), "0 is the log's padding");
+	cr_assert_str_eq(op_get(0)->name, "PAD");
+	cr_assert_null(op_get(OP__END));
+	cr_assert_null(op_get(999));
+	cr_assert_null(op_get(UINT16_MAX));
+	cr_assert_not_null(op_get(OP_PAGE_SET)->undo);
+	cr_assert_not_null(op_get(OP_PAGE_ALLOC)->undo);
+	cr_assert_not_null(op_get(OP_PAGE_FREE)->undo);
+	cr_assert_null(op_get(OP_PAGE_INIT)->undo, "init is undone by freeing the page");
+	cr_assert_null(op_get(OP_FPI)->undo);
+	cr_assert_null(op_get(OP_COMMIT)->redo);
+	cr_assert(op_get(OP_PAGE_INIT)->flags & OPF_FULLPAGE);
+	cr_assert(op_get(OP_FPI)->flags & OPF_FULLPAGE);
+	cr_assert_not(op_get(OP_PAGE_SET)->flags & OPF_FULLPAGE);
+}
+
+Test(registry, allocation_map_geometry)
+{
+	cr_assert_eq(op_group_pages(4096), 8ull * 4080);
+	cr_assert_eq(op_group_pages(1024), 8ull * 1008);
+	uint64_t g = op_group_pages(4096);
+	cr_assert_not(op_is_bitmap(4096, 0), "page 0 is the root");
+	cr_assert(op_is_bitmap(4096, 1));
+	cr_assert_not(op_is_bitmap(4096, 2));
+	cr_assert_not(op_is_bitmap(4096, g));
+	cr_assert(op_is_bitmap(4096, g + 1));
+	cr_assert(op_is_bitmap(4096, 2 * g + 1));
+	cr_assert_not(op_is_bitmap(4096, 2 * g + 2));
+}
+
+/* ---- redo on page images ---- */
+
+static log_rec mk(uint16_t type, uint64_t pgno, const void *data, uint32_t len)
+{
+	log_rec r = {.lsn = 4242, .txid = 1, .pgno = pgno, .type = type, .len = len, .data = data};
+	return r;
+}
+
+Test(registry, set_redo)
+{
+	static unsigned char page[PS], copy[PS];
+	unsigned char a[4 + 2 * 5];
+	memset(page, 0xaa, sizeof page);
+	util_put16(a, 100);
+	util_put16(a + 2, 5);
+	memcpy(a + 4, "BBBBB", 5);
+	memcpy(a + 9, "hello", 5);
+	log_rec r = mk(OP_PAGE_SET, 3, a, sizeof a);
+	cr_assert_eq(op_set_redo(page, PS, &r), 0);
+	cr_assert_arr_eq(page + 100, "hello", 5, "the after-image is applied");
+	cr_assert_eq(page[99], 0xaa);
+	cr_assert_eq(page[105], 0xaa);
+	/* malformed: refused, page untouched */
+	memcpy(copy, page, PS);
+	util_put16(a, 8); /* inside the page header */
+	cr_assert_eq(op_set_redo(page, PS, &r), TP_ECORRUPT);
+	util_put16(a, PS - 3); /* past the end */
+	cr_assert_eq(op_set_redo(page, PS, &r), TP_ECORRUPT);
+	util_put16(a, 100);
+	r.len = sizeof a - 1; /* length does not match */
+	cr_assert_eq(op_set_redo(page, PS, &r), TP_ECORRUPT);
+	r.len = 3;
+	cr_assert_eq(op_set_redo(page, PS, &r), TP_ECORRUPT);
+	cr_assert_arr_eq(page, copy, PS, "a refused redo changes nothing");
+	cr_assert_not_null(strstr(tp_errmsg(), "4242"), "the message names the record's LSN: %s", tp_errmsg());
+}
+
+Test(registry, init_and_fpi_redo)
+{
+	static unsigned char page[PS], img[PS];
+	memset(page, 0xaa, sizeof page);
+	unsigned char t[2];
+	util_put16(t, 0x1234);
+	log_rec r = mk(OP_PAGE_INIT, 3, t, 2);
+	cr_assert_eq(op_init_redo(page, PS, &r), 0);
+	cr_assert_eq(util_get16(page + 4), 0x1234, "the page type");
+	for (uint32_t i = 6; i < PS; i++)
+		cr_assert_eq(page[i], 0, "byte %" PRIu32 " zeroed", i);
+	r.len = 3;
+	cr_assert_eq(op_init_redo(page, PS, &r), TP_ECORRUPT);
+
+	for (uint32_t i = 0; i < PS; i++)
+		img[i] = (unsigned char)(i * 3);
+	r = mk(OP_FPI, 3, img, PS);
+	cr_assert_eq(op_fpi_redo(page, PS, &r), 0);
+	cr_assert_arr_eq(page, img, PS);
+	r.len = PS / 2;
+	cr_assert_eq(op_fpi_redo(page, PS, &r), TP_ECORRUPT, "an image of another page size");
+}
+
+Test(registry, bitmap_redo_changes_one_bit)
+{
+	static unsigned char page[PS];
+	unsigned char a[4];
+	memset(page, 0, sizeof page);
+	page[BUF_HDR + 1] = 0x81; /* other transactions' bits 8 and 15 */
+	util_put32(a, 11);
+	log_rec r = mk(OP_PAGE_ALLOC, 1, a, 4);
+	cr_assert_eq(op_alloc_redo(page, PS, &r), 0);
+	cr_assert_eq(page[BUF_HDR + 1], 0x89);
+	r.type = OP_PAGE_FREE;
+	cr_assert_eq(op_free_redo(page, PS, &r), 0);
+	cr_assert_eq(page[BUF_HDR + 1], 0x81, "only bit 11 changed");
+	util_put32(a, 0);
+	cr_assert_eq(op_alloc_redo(page, PS, &r), TP_ECORRUPT, "bit 0 is the bitmap itself");
+	util_put32(a, (uint32_t)op_group_pages(PS));
+	cr_assert_eq(op_free_redo(page, PS, &r), TP_ECORRUPT, "past the group");
+	r.len = 2;
+	cr_assert_eq(op_alloc_redo(page, PS, &r), TP_ECORRUPT);
+	for (uint32_t i = 0; i < PS; i++)
+		if (i != BUF_HDR + 1)
+			cr_assert_eq(page[i], 0);
+}
+
+static char *print_rec(const log_rec *r)
+{
+	static char out[1024];
+	FILE *f = fmemopen(out, sizeof out, "w");
+	cr_assert_not_null(f);
+	op_print(f, r);
+	fclose(f);
+	return out;
+}
+
+/* Every registered type prints its name, even for a short or empty
+ * payload (the dumper must survive any record a scan returns). */
+Test(registry, every_type_prints_its_name)
+{
+	static unsigned char junk[64];
+	memset(junk, 0xff, sizeof junk);
+	for (uint16_t id = 1; id < OP__END; id++) {
+		const op_def *d = op_get(id);
+		for (uint32_t len = 0; len <= sizeof junk; len += 8) {
+			log_rec r = mk(id, 5, len ? junk : NULL, len);
+			char *s = print_rec(&r);
+			cr_assert_not_null(strstr(s, d->name), "%u: %s", id, s);
+			cr_assert_null(strstr(s, "UNKNOWN"), "%s", s);
+		}
+	}
+}
+
+Test(registry, printer)
+{
+	unsigned char a[4 + 2 * 3];
+	util_put16(a, 40);
+	util_put16(a + 2, 3);
+	memcpy(a + 4, "old", 3);
+	memcpy(a + 7, "new", 3);
+	log_rec r = mk(OP_PAGE_SET, 77, a, sizeof a);
+	r.prev_lsn = 1111;
+	char *s = print_rec(&r);
+	cr_assert_not_null(strstr(s, "4242"), "%s", s);
+	cr_assert_not_null(strstr(s, "PAGE_SET"), "%s", s);
+	cr_assert_not_null(strstr(s, "page 77"), "%s", s);
+	cr_assert_not_null(strstr(s, "prev 1111"), "%s", s);
+	cr_assert_not_null(strstr(s, "off 40 len 3"), "%s", s);
+	cr_assert_not_null(strstr(s, "6e6577"), "the after-image in hex: %s", s);
+	cr_assert_null(strstr(s, "CLR"), "%s", s);
+	cr_assert_eq(s[strlen(s) - 1], '\n', "one line per record");
+	r.flags = LOG_CLR;
+	r.undo_next = 999;
+	s = print_rec(&r);
+	cr_assert_not_null(strstr(s, "CLR undo_next 999"), "%s", s);
+	r = mk(OP_COMMIT, LOG_NOPAGE, NULL, 0);
+	s = print_rec(&r);
+	cr_assert_not_null(strstr(s, "COMMIT"), "%s", s);
+	cr_assert_null(strstr(s, "page"), "no page for a record of no page: %s", s);
+	r = mk(500, LOG_NOPAGE, a, 4);
+	s = print_rec(&r);
+	cr_assert_not_null(strstr(s, "UNKNOWN"), "%s", s);
+	cr_assert_not_null(strstr(s, "type 500"), "%s", s);
+	unsigned char ck[8];
+	r = mk(OP_CKPT, LOG_NOPAGE, ck, sizeof ck);
+	s = print_rec(&r); /* a short checkpoint payload is printed, not overread */
+	cr_assert_not_null(strstr(s, "CKPT"), "%s", s);
+}
+
+/* ================================================================== */
+
+TestSuite(pages, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(pages, alloc_is_first_fit_and_initializes)
+{
+	static unsigned char img[PS];
+	uint64_t p[5];
+	open_engine(64);
+	cr_assert(allocated(0), "the root page");
+	cr_assert(allocated(1), "a bitmap page");
+	cr_assert_not(allocated(2));
+	txn *t = begin();
+	for (int i = 0; i < 5; i++) {
+		cr_assert_eq(op_page_alloc(t, (uint16_t)(40 + i), &p[i]), 0, "%s", tp_errmsg());
+		cr_assert_eq(p[i], 2 + (uint64_t)i, "first fit: page %" PRIu64, p[i]);
+		cr_assert(allocated(p[i]));
+		page_image(p[i], img);
+		cr_assert_eq(util_get16(img + 4), 40 + i, "the page type");
+		for (uint32_t k = BUF_HDR; k < PS; k++)
+			cr_assert_eq(img[k], 0, "a new page's body is zero");
+	}
+	cr_assert_not(allocated(7));
+	cr_assert_eq(txn_commit(t, 0), 0);
+	for (int i = 0; i < 5; i++)
+		cr_assert(allocated(p[i]));
+	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+Test(pages, new_page_contents_are_rebuilt_whole)
+{
+	static unsigned char img[PS];
+	uint64_t p, q;
+	open_engine(64);
+	txn *t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "leftover", 8), 0);
+	cr_assert_eq(op_page_free(t, p), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	t = begin();
+	cr_assert_eq(op_page_alloc(t, 2, &q), 0);
+	cr_assert_eq(q, p, "the freed page is reused");
+	page_image(q, img);
+	for (uint32_t k = BUF_HDR; k < PS; k++)
+		cr_assert_eq(img[k], 0, "no leftover bytes of the freed page (byte %" PRIu32 ")", k);
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+Test(pages, freed_page_is_held_until_the_freeing_transaction_ends)
+{
+	uint64_t p[4], q;
+	open_engine(64);
+	txn *t = begin();
+	for (int i = 0; i < 4; i++)
+		cr_assert_eq(op_page_alloc(t, 1, &p[i]), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+
+	txn *t1 = begin();
+	cr_assert_eq(op_page_free(t1, p[1]), 0);
+	cr_assert_not(allocated(p[1]), "free clears the bit at once");
+	cr_assert(txn_page_held(E.tm, p[1]));
+	txn *t2 = begin();
+	cr_assert_eq(op_page_alloc(t2, 1, &q), 0);
+	cr_assert_neq(q, p[1], "T5: not reallocated while the freeing transaction may still roll back");
+	cr_assert_eq(op_page_alloc(t1, 1, &q), 0);
+	cr_assert_neq(q, p[1], "not even by the freeing transaction itself");
+	cr_assert_eq(txn_commit(t2, 0), 0);
+	cr_assert_eq(txn_commit(t1, 0), 0);
+	cr_assert_not(txn_page_held(E.tm, p[1]));
+	t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
+	cr_assert_eq(q, p[1], "after the commit the page is free for anyone");
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+Test(pages, abort_of_alloc_frees_and_of_free_reallocates)
+{
+	static unsigned char before[PS], after[PS];
+	uint64_t p, q;
+	open_engine(64);
+	txn *t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR + 10, "keep me", 7), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+
+	t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
+	cr_assert(allocated(q));
+	cr_assert_eq(txn_abort(t), 0);
+	cr_assert_not(allocated(q), "the undo of an alloc frees the page");
+	t = begin();
+	uint64_t q2;
+	cr_assert_eq(op_page_alloc(t, 1, &q2), 0);
+	cr_assert_eq(q2, q, "and it can be allocated again");
+	cr_assert_eq(txn_abort(t), 0);
+
+	page_image(p, before);
+	t = begin();
+	cr_assert_eq(op_page_free(t, p), 0);
+	cr_assert_not(allocated(p));
+	cr_assert_eq(txn_abort(t), 0);
+	cr_assert(allocated(p), "the undo of a free allocates the page again");
+	page_image(p, after);
+	cr_assert_arr_eq(after + BUF_HDR, before + BUF_HDR, BODY, "its contents are intact");
+	cr_assert_not(txn_page_held(E.tm, p));
+	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+/* Every bad argument: TP_EINVAL, nothing logged, nothing changed. */
+Test(pages, bad_arguments_change_nothing)
+{
+	static unsigned char img[PS], img2[PS], bm[PS], bm2[PS];
+	uint64_t p, g = op_group_pages(PS);
+	open_engine(64);
+	txn *t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "data", 4), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	page_image(p, img);
+	page_image(1, bm);
+	uint64_t end = log_end(E.lg);
+	unsigned char big[PS];
+	memset(big, 7, sizeof big);
+
+	t = begin();
+	cr_assert_eq(op_page_free(t, 0), TP_EINVAL, "page 0 is the root");
+	cr_assert_not_null(strstr(tp_errmsg(), "page 0"), "%s", tp_errmsg());
+	cr_assert_eq(op_page_free(t, 1), TP_EINVAL, "a bitmap page");
+	cr_assert_eq(op_page_free(t, g + 1), TP_EINVAL, "the bitmap page of group 1");
+	cr_assert_eq(op_page_free(t, p + 1), TP_EINVAL, "an unallocated page");
+	cr_assert_not_null(strstr(tp_errmsg(), "not allocated"), "%s", tp_errmsg());
+	cr_assert_eq(op_page_set(t, 1, BUF_HDR, "x", 1), TP_EINVAL, "writing a bitmap page");
+	cr_assert_eq(op_page_set(t, p + 5, BUF_HDR, "x", 1), TP_EINVAL, "writing an unallocated page");
+	cr_assert_eq(op_page_set(t, p, 0, "x", 1), TP_EINVAL, "the page header");
+	cr_assert_eq(op_page_set(t, p, BUF_HDR - 1, "xy", 2), TP_EINVAL, "straddling the header");
+	cr_assert_eq(op_page_set(t, p, PS - 2, "xyz", 3), TP_EINVAL, "past the end");
+	cr_assert_eq(op_page_set(t, p, PS + 8, "x", 1), TP_EINVAL, "beyond the page");
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, big, PS), TP_EINVAL, "longer than the body");
+	cr_assert_eq(op_page_set(t, p, UINT32_MAX, "x", 1), TP_EINVAL, "offset overflow");
+	cr_assert_eq(op_page_set(t, p, BUF_HDR + 1, big, UINT32_MAX), TP_EINVAL, "length overflow");
+	cr_assert_eq(log_end(E.lg), end, "nothing was logged");
+	page_image(p, img2);
+	cr_assert_arr_eq(img2, img, PS, "the page is unchanged");
+	page_image(1, bm2);
+	cr_assert_arr_eq(bm2, bm, PS, "the bitmap is unchanged");
+	cr_assert_eq(txn_abort(t), 0);
+	cr_assert_eq(log_end(E.lg), end, "a transaction that logged nothing aborts without a record");
+
+	/* a whole-body write is fine; the same at the last byte too */
+	t = begin();
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, big, BODY), 0);
+	cr_assert_eq(op_page_set(t, p, PS - 1, "z", 1), 0);
+	cr_assert_eq(op_page_set(t, p, PS, "", 0), 0, "an empty write at the end is harmless");
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+/* The same through tp.h, with body offsets. */
+Test(pages, public_api_bounds)
+{
+	tp_env *env;
+	tp_txn *t;
+	tp_options o;
+	uint64_t p;
+	unsigned char buf[16];
+	su_options(&o, 0, 0, 0);
+	cr_assert_eq(tp_open(sdir, &o, &env), 0);
+	uint32_t body = tp_page_body(env);
+	cr_assert_eq(body, BODY);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(tp_page_write(t, p, body - 4, "abcd", 4), 0);
+	cr_assert_eq(tp_page_write(t, p, body - 3, "abcd", 4), TP_EINVAL);
+	cr_assert_eq(tp_page_write(t, p, body + 1, "a", 1), TP_EINVAL);
+	cr_assert_eq(tp_page_write(t, p, UINT32_MAX - 2, "abcd", 4), TP_EINVAL);
+	cr_assert_eq(tp_page_read(env, p, body - 4, buf, 4), 0);
+	cr_assert_arr_eq(buf, "abcd", 4);
+	cr_assert_eq(tp_page_read(env, p, body - 3, buf, 4), TP_EINVAL);
+	cr_assert_eq(tp_page_read(env, p, UINT32_MAX - 2, buf, 4), TP_EINVAL);
+	cr_assert_eq(tp_page_free(t, 0), TP_EINVAL);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	cr_assert_eq(tp_debug_pinned(env), 0);
+	cr_assert_eq(tp_close(env), 0);
+}
+
+/* A page number so large that its byte offset overflows must not alias a
+ * real page: reading it may fail, but never returns page 0's bytes. */
+Test(pages, huge_page_number_does_not_alias_page_zero)
+{
+	tp_env *env;
+	tp_txn *t;
+	tp_options o;
+	unsigned char buf[8] = {0};
+	su_options(&o, 0, 0, 0);
+	cr_assert_eq(tp_open(sdir, &o, &env), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_write(t, 0, 0, "ROOTROOT", 8), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	cr_assert_eq(tp_checkpoint(env), 0); /* page 0 on disk */
+	tp_crash_close(env);
+	cr_assert_eq(tp_open(sdir, &o, &env), 0);
+	uint64_t alias = UINT64_C(1) << 52; /* alias * 4096 == 2^64 == 0 */
+	int rc = tp_page_read(env, alias, 0, buf, 8);
+	int a = 0;
+	int rc2 = tp_page_allocated(env, alias, &a);
+	tp_close(env);
+	cr_assert(rc != 0 || memcmp(buf, "ROOTROOT", 8) != 0,
+		  "tp_page_read(page 2^52) returned page 0's bytes: its offset 2^52 * 4096 wrapped to 0; "
+		  "out-of-range pages should be TP_EINVAL");
+	cr_assert(rc2 != 0 || !a, "page 2^52 reported allocated");
+}
+
+/* T3 (W6): an update that cannot be logged leaves the page as it was. */
+Test(pages, failed_append_changes_no_page)
+{
+	static unsigned char img[PS], img2[PS];
+	uint64_t p;
+	open_engine(64);
+	txn *t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "before", 6), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	page_image(p, img);
+	t = begin();
+	log_panic(E.lg, EIO, NULL);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "after!", 6), TP_EPANIC);
+	page_image(p, img2);
+	cr_assert_arr_eq(img2 + BUF_HDR, img + BUF_HDR, BODY, "the body is unchanged");
+	cr_assert_eq(util_get64(img2 + 8), util_get64(img + 8), "the page LSN is unchanged");
+	uint64_t q;
+	cr_assert_eq(op_page_alloc(t, 1, &q), TP_EPANIC);
+	cr_assert_eq(buf_pinned(E.bp), 0);
+	txn_abort(t);
+	cr_assert_eq(txn_begin(E.tm, &t), TP_EPANIC, "no new transactions after a panic");
+}
+
+/* With 1 KiB pages a group is 8064 pages: fill group 0, and allocation
+ * moves on past the next bitmap page. */
+Test(pages, allocation_moves_to_the_next_group)
+{
+	tp_options o;
+	char s2[160];
+	su_engine e;
+	snprintf(s2, sizeof s2, "%s/small", tdir);
+	su_options(&o, 1024, 1u << 20, 0);
+	cr_assert_eq(tp_mkfs(s2, &o), 0);
+	cr_assert_eq(su_engine_open(s2, 64, &e), 0);
+	uint64_t g = op_group_pages(1024), p = 0;
+	cr_assert_eq(g, 8064);
+	txn *t;
+	for (uint64_t i = 0; i < g - 1; i++) {
+		if (i % 1000 == 0) {
+			if (i)
+				cr_assert_eq(txn_commit(t, 1), 0);
+			cr_assert_eq(txn_begin(e.tm, &t), 0);
+		}
+		cr_assert_eq(op_page_alloc(t, 1, &p), 0, "%s", tp_errmsg());
+		cr_assert_eq(p, 2 + i, "first fit in group 0");
+	}
+	cr_assert_eq(p, g, "the last page of group 0");
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(p, g + 2, "group 0 is full: the first page after group 1's bitmap (page %" PRIu64 ")", g + 1);
+	int a;
+	cr_assert_eq(op_page_allocated(e.bp, g + 1, &a), 0);
+	cr_assert(a, "a bitmap page counts as allocated");
+	cr_assert_eq(op_page_free(t, g + 1), TP_EINVAL);
+	cr_assert_eq(op_page_free(t, 500), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(txn_begin(e.tm, &t), 0);
+	cr_assert_eq(op_page_alloc(t, 1, &p), 0);
+	cr_assert_eq(p, 500, "a hole in group 0 is found first");
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(su_engine_close(&e), 0);
+	/* and after a restart */
+	cr_assert_eq(su_engine_open(s2, 64, &e), 0);
+	cr_assert_eq(op_page_allocated(e.bp, g + 2, &a), 0);
+	cr_assert(a);
+	cr_assert_eq(op_page_allocated(e.bp, g + 3, &a), 0);
+	cr_assert_not(a);
+	su_engine_crash(&e);
+}

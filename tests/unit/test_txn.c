@@ -1,0 +1,416 @@
+/*
+ * test_txn -- transactions: Tupdate (the page LSN is the record's LSN, a
+ * full-page image first after a checkpoint), commit (T1: durable when it
+ * returns), abort with CLRs (T2, T4: the undo_next chain, the ABORT
+ * record, before-images restored), nested top actions (kept by an abort),
+ * the transaction table, and panics.
+ */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "log.h"
+#include "op.h"
+#include "store_util.h"
+#include "tp.h"
+#include "txn.h"
+#include "util.h"
+
+#define PS 4096u
+#define BODY (PS - BUF_HDR)
+
+static char tdir[64], sdir[128];
+static su_engine E;
+
+static void setup(void)
+{
+	tp_options o;
+	cr_assert_eq(su_tmpdir(tdir, sizeof tdir, "txn"), 0);
+	snprintf(sdir, sizeof sdir, "%s/s", tdir);
+	su_options(&o, PS, 1u << 20, 0);
+	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(su_engine_open(sdir, 64, &E), 0, "%s", tp_errmsg());
+}
+
+static void teardown(void)
+{
+	if (E.st)
+		su_engine_crash(&E);
+	su_rmtree(tdir);
+}
+
+static txn *begin(void)
+{
+	txn *t;
+	cr_assert_eq(txn_begin(E.tm, &t), 0);
+	return t;
+}
+
+static void body_of(uint64_t pgno, unsigned char *out)
+{
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, pgno, BUF_S, &pg), 0);
+	memcpy(out, buf_data(pg) + BUF_HDR, BODY);
+	buf_put(E.bp, pg);
+}
+
+static uint64_t page_lsn(uint64_t pgno)
+{
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, pgno, BUF_S, &pg), 0);
+	uint64_t l = buf_page_lsn(pg);
+	buf_put(E.bp, pg);
+	return l;
+}
+
+/* Allocates n pages filled with a pattern, committed. */
+static void make_pages(uint64_t *p, int n)
+{
+	unsigned char fill[BODY];
+	txn *t = begin();
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(op_page_alloc(t, 1, &p[i]), 0);
+		for (uint32_t k = 0; k < BODY; k++)
+			fill[k] = (unsigned char)(k + (uint32_t)i * 11);
+		cr_assert_eq(op_page_set(t, p[i], BUF_HDR, fill, BODY), 0);
+	}
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+/* The records of transaction txid from LSN from on, in log order. */
+typedef struct trec {
+	log_rec r;
+	unsigned char data[2 * PS + 8];
+} trec;
+
+static size_t records_of(uint64_t txid, uint64_t from, trec *out, size_t max)
+{
+	log_scan *s;
+	log_rec r;
+	size_t n = 0;
+	int rc;
+	cr_assert_eq(log_scan_open(E.lg, from, &s), 0);
+	while ((rc = log_scan_next(s, &r)) == 0) {
+		if (r.txid != txid)
+			continue;
+		cr_assert_lt(n, max);
+		out[n].r = r;
+		cr_assert_leq(r.len, sizeof out[n].data);
+		memcpy(out[n].data, r.data, r.len);
+		out[n].r.data = out[n].data;
+		n++;
+	}
+	cr_assert_eq(rc, TP_ENOTFOUND, "%s", tp_errmsg());
+	log_scan_close(s);
+	return n;
+}
+
+/* ================================================================== */
+
+TestSuite(txn, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(txn, update_sets_the_page_lsn_to_its_record)
+{
+	uint64_t p;
+	make_pages(&p, 1);
+	txn *t = begin();
+	uint64_t start = log_end(E.lg);
+	unsigned char a[4 + 2 * 3];
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, p, BUF_X, &pg), 0);
+	util_put16(a, BUF_HDR + 5);
+	util_put16(a + 2, 3);
+	memcpy(a + 4, buf_data(pg) + BUF_HDR + 5, 3);
+	memcpy(a + 7, "xyz", 3);
+	cr_assert_eq(txn_update(t, pg, OP_PAGE_SET, a, sizeof a), 0);
+	uint64_t lsn = buf_page_lsn(pg);
+	cr_assert_arr_eq(buf_data(pg) + BUF_HDR + 5, "xyz", 3, "applied through redo");
+	buf_put(E.bp, pg);
+	cr_assert_geq(lsn, start);
+	log_rec r;
+	void *b;
+	cr_assert_eq(log_read(E.lg, lsn, &r, &b), 0, "the page LSN is a record's LSN");
+	cr_assert_eq(r.type, OP_PAGE_SET);
+	cr_assert_eq(r.txid, txn_id(t));
+	cr_assert_eq(r.pgno, p);
+	cr_assert_eq(r.prev_lsn, 0, "the first record of the transaction");
+	cr_assert_eq(r.flags, 0);
+	cr_assert_eq(r.len, sizeof a);
+	cr_assert_arr_eq(r.data, a, sizeof a);
+	free(b);
+	uint64_t first, last, un;
+	cr_assert_eq(txn_lsns(t, &first, &last, &un), 0);
+	cr_assert_eq(first, lsn);
+	cr_assert_eq(last, lsn);
+	cr_assert_eq(un, lsn, "T4: undo_next is the last update");
+
+	cr_assert_eq(op_page_set(t, p, BUF_HDR + 100, "second", 6), 0);
+	uint64_t lsn2 = page_lsn(p);
+	cr_assert_gt(lsn2, lsn);
+	cr_assert_eq(log_read(E.lg, lsn2, &r, &b), 0);
+	cr_assert_eq(r.prev_lsn, lsn, "the back-chain");
+	free(b);
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+Test(txn, first_change_after_a_checkpoint_logs_an_image)
+{
+	uint64_t p;
+	unsigned char before[BODY];
+	make_pages(&p, 1);
+	cr_assert_eq(su_engine_checkpoint(&E), 0);
+	body_of(p, before);
+	uint64_t old = page_lsn(p);
+	txn *t = begin();
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "AB", 2), 0);
+	uint64_t lsn = page_lsn(p);
+	trec *v = malloc(8 * sizeof *v);
+	/* the image has no transaction: find it by page */
+	log_scan *s;
+	log_rec r;
+	int fpis = 0;
+	cr_assert_eq(log_scan_open(E.lg, old, &s), 0);
+	while (log_scan_next(s, &r) == 0) {
+		if (r.type != OP_FPI || r.pgno != p)
+			continue;
+		fpis++;
+		cr_assert_lt(r.lsn, lsn, "the image comes before the change");
+		cr_assert_eq(r.len, PS);
+		cr_assert_arr_eq((const unsigned char *)r.data + BUF_HDR, before, BODY, "the image is the page before");
+		cr_assert_eq(util_get64((const unsigned char *)r.data + 8), old);
+	}
+	log_scan_close(s);
+	cr_assert_eq(fpis, 1);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "CD", 2), 0);
+	cr_assert_eq(records_of(0, lsn, v, 8), 0, "a second change needs no image");
+	free(v);
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+Test(txn, commit_is_durable_on_return)
+{
+	uint64_t p, c0, a0;
+	make_pages(&p, 1);
+	txn_counts(E.tm, &c0, &a0);
+	txn *t = begin();
+	uint64_t id = txn_id(t);
+	cr_assert_eq(txn_active(E.tm), 1);
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "c", 1), 0);
+	uint64_t end = log_end(E.lg);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(txn_active(E.tm), 0);
+	trec *v = malloc(4 * sizeof *v);
+	size_t n = records_of(id, end, v, 4);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(v[0].r.type, OP_COMMIT);
+	cr_assert_eq(v[0].r.pgno, LOG_NOPAGE);
+	cr_assert_gt(log_durable(E.lg), v[0].r.lsn, "T1: the commit record is durable");
+	free(v);
+	uint64_t c1, a1;
+	txn_counts(E.tm, &c1, &a1);
+	cr_assert_eq(c1, c0 + 1);
+	cr_assert_eq(a1, a0);
+
+	/* lazy commit: logged, not forced */
+	t = begin();
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "d", 1), 0);
+	cr_assert_eq(txn_commit(t, 1), 0);
+	cr_assert_leq(log_durable(E.lg), log_end(E.lg));
+
+	/* a transaction that changed nothing logs nothing */
+	end = log_end(E.lg);
+	t = begin();
+	cr_assert_eq(txn_commit(t, 0), 0);
+	t = begin();
+	cr_assert_eq(txn_abort(t), 0);
+	cr_assert_eq(log_end(E.lg), end);
+}
+
+Test(txn, ids_increase_and_the_table_tracks_open_transactions)
+{
+	uint64_t p[3];
+	make_pages(p, 3);
+	txn *a = begin(), *b = begin(), *c = begin();
+	cr_assert_lt(txn_id(a), txn_id(b));
+	cr_assert_lt(txn_id(b), txn_id(c));
+	cr_assert_gt(txn_next_id(E.tm), txn_id(c));
+	cr_assert_eq(txn_active(E.tm), 3);
+	cr_assert_eq(txn_oldest_lsn(E.tm), UINT64_MAX, "none has logged anything");
+	cr_assert_eq(op_page_set(b, p[0], BUF_HDR, "b", 1), 0);
+	uint64_t lb = page_lsn(p[0]);
+	cr_assert_eq(op_page_set(a, p[1], BUF_HDR, "a", 1), 0);
+	cr_assert_eq(txn_oldest_lsn(E.tm), lb, "the oldest first record");
+	cr_assert_eq(txn_commit(b, 0), 0);
+	cr_assert_eq(txn_oldest_lsn(E.tm), page_lsn(p[1]));
+	cr_assert_eq(txn_active(E.tm), 2);
+	cr_assert_eq(txn_abort(a), 0);
+	cr_assert_eq(txn_abort(c), 0);
+	cr_assert_eq(txn_active(E.tm), 0);
+	cr_assert_eq(txn_oldest_lsn(E.tm), UINT64_MAX);
+}
+
+Test(txn, abort_writes_clrs_and_restores_before_images)
+{
+	uint64_t p[2];
+	static unsigned char b0[BODY], b1[BODY], x[BODY];
+	make_pages(p, 2);
+	body_of(p[0], b0);
+	body_of(p[1], b1);
+	txn *t = begin();
+	uint64_t id = txn_id(t), from = log_end(E.lg);
+	unsigned char big[BODY];
+	memset(big, 0xee, sizeof big);
+	cr_assert_eq(op_page_set(t, p[0], BUF_HDR + 10, "first", 5), 0);
+	cr_assert_eq(op_page_set(t, p[1], BUF_HDR, big, BODY), 0);
+	cr_assert_eq(op_page_set(t, p[0], BUF_HDR + 12, "OVERLAP", 7), 0); /* over the first */
+	cr_assert_eq(op_page_set(t, p[0], PS - 1, "z", 1), 0);
+	cr_assert_eq(txn_abort(t), 0);
+	body_of(p[0], x);
+	cr_assert_arr_eq(x, b0, BODY, "page %" PRIu64 " restored", p[0]);
+	body_of(p[1], x);
+	cr_assert_arr_eq(x, b1, BODY, "page %" PRIu64 " restored", p[1]);
+
+	trec *v = malloc(16 * sizeof *v);
+	size_t n = records_of(id, from, v, 16);
+	cr_assert_eq(n, 9, "4 updates, 4 CLRs, ABORT: %zu records", n);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(v[i].r.prev_lsn, i ? v[i - 1].r.lsn : 0, "record %zu: the back-chain is unbroken", i);
+	for (size_t i = 0; i < 4; i++) {
+		const log_rec *u = &v[3 - i].r, *c = &v[4 + i].r;
+		cr_assert_eq(u->flags, 0);
+		cr_assert(c->flags & LOG_CLR, "record %zu is a CLR", 4 + i);
+		cr_assert_eq(c->type, OP_PAGE_SET);
+		cr_assert_eq(c->pgno, u->pgno, "the CLR changes the undone record's page");
+		cr_assert_eq(c->undo_next, u->prev_lsn, "T4: undo continues before the undone record");
+		/* the CLR sets the undone record's before-image */
+		const unsigned char *ud = u->data, *cd = c->data;
+		uint32_t len = util_get16(ud + 2);
+		cr_assert_eq(util_get16(cd), util_get16(ud));
+		cr_assert_eq(util_get16(cd + 2), len);
+		cr_assert_arr_eq(cd + 4 + len, ud + 4, len, "CLR after-image = before-image");
+	}
+	cr_assert_eq(v[8].r.type, OP_ABORT);
+	cr_assert_eq(v[8].r.flags, 0);
+	free(v);
+	uint64_t c, a;
+	txn_counts(E.tm, &c, &a);
+	cr_assert_geq(a, 1);
+	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+Test(txn, nested_top_action_survives_abort)
+{
+	uint64_t p[2], q;
+	static unsigned char b0[BODY], b1[BODY], x[BODY];
+	make_pages(p, 2);
+	body_of(p[0], b0);
+	body_of(p[1], b1);
+	txn *t = begin();
+	uint64_t id = txn_id(t), from = log_end(E.lg);
+	cr_assert_eq(op_page_set(t, p[0], BUF_HDR, "before NTA", 10), 0);
+	uint64_t u1 = page_lsn(p[0]);
+	uint64_t saved = txn_nta_begin(t);
+	cr_assert_eq(saved, u1);
+	cr_assert_eq(op_page_alloc(t, 9, &q), 0);
+	cr_assert_eq(op_page_set(t, q, BUF_HDR, "structure", 9), 0);
+	cr_assert_eq(op_page_set(t, p[1], BUF_HDR + 50, "inside", 6), 0);
+	cr_assert_eq(txn_nta_end(t, saved), 0);
+	cr_assert_eq(op_page_set(t, p[0], BUF_HDR + 20, "after NTA", 9), 0);
+	cr_assert_eq(txn_abort(t), 0);
+
+	body_of(p[0], x);
+	cr_assert_arr_eq(x, b0, BODY, "updates outside the NTA are undone");
+	int a;
+	cr_assert_eq(op_page_allocated(E.bp, q, &a), 0);
+	cr_assert(a, "the page allocated inside the NTA stays allocated");
+	body_of(q, x);
+	cr_assert_arr_eq(x, "structure", 9, "and keeps its contents");
+	body_of(p[1], x);
+	cr_assert_arr_eq(x + 50, "inside", 6, "every change inside the NTA is kept");
+
+	trec *v = malloc(16 * sizeof *v);
+	size_t n = records_of(id, from, v, 16);
+	size_t nta = 0, clrs = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].r.type == OP_NTA) {
+			nta++;
+			cr_assert(v[i].r.flags & LOG_CLR, "the NTA record is a dummy CLR");
+			cr_assert_eq(v[i].r.undo_next, u1, "it skips back over the action");
+			cr_assert_eq(v[i].r.pgno, LOG_NOPAGE);
+		} else if (v[i].r.flags & LOG_CLR) {
+			clrs++;
+		}
+	}
+	cr_assert_eq(nta, 1);
+	cr_assert_eq(clrs, 2, "only the two updates outside the NTA were compensated");
+	cr_assert_eq(v[n - 1].r.type, OP_ABORT);
+	free(v);
+}
+
+Test(txn, nta_first_then_abort)
+{
+	uint64_t q;
+	txn *t = begin();
+	uint64_t id = txn_id(t), from = log_end(E.lg);
+	uint64_t saved = txn_nta_begin(t);
+	cr_assert_eq(saved, 0);
+	cr_assert_eq(op_page_alloc(t, 3, &q), 0);
+	cr_assert_eq(txn_nta_end(t, saved), 0);
+	cr_assert_eq(txn_abort(t), 0);
+	int a;
+	cr_assert_eq(op_page_allocated(E.bp, q, &a), 0);
+	cr_assert(a);
+	trec *v = malloc(8 * sizeof *v);
+	size_t n = records_of(id, from, v, 8);
+	cr_assert_eq(n, 4, "ALLOC, INIT, NTA, ABORT");
+	cr_assert_eq(v[3].r.type, OP_ABORT);
+	free(v);
+}
+
+Test(txn, non_page_operation_refused)
+{
+	uint64_t p;
+	make_pages(&p, 1);
+	txn *t = begin();
+	buf_page *pg;
+	uint64_t end = log_end(E.lg);
+	cr_assert_eq(buf_get(E.bp, p, BUF_X, &pg), 0);
+	cr_assert_eq(txn_update(t, pg, OP_COMMIT, NULL, 0), TP_EINVAL);
+	cr_assert_eq(txn_update(t, pg, 999, NULL, 0), TP_EINVAL);
+	buf_put(E.bp, pg);
+	cr_assert_eq(log_end(E.lg), end);
+	cr_assert_eq(txn_compensate(t, p, 999, NULL, 0), TP_EINVAL);
+	cr_assert_eq(txn_abort(t), 0);
+}
+
+/* Many updates on a tiny pool: rollback re-reads evicted pages. */
+Test(txn, long_rollback_through_eviction)
+{
+	enum { NP = 30 };
+	uint64_t p[NP];
+	static unsigned char before[NP][BODY], x[BODY];
+	su_engine_crash(&E);
+	cr_assert_eq(su_engine_open(sdir, 8, &E), 0);
+	make_pages(p, NP);
+	for (int i = 0; i < NP; i++)
+		body_of(p[i], before[i]);
+	txn *t = begin();
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < NP; i++) {
+			unsigned char v[64];
+			memset(v, round * 50 + i, sizeof v);
+			cr_assert_eq(op_page_set(t, p[i], BUF_HDR + (uint32_t)(round * 100 + i), v, sizeof v), 0);
+		}
+	cr_assert_eq(txn_abort(t), 0);
+	for (int i = 0; i < NP; i++) {
+		body_of(p[i], x);
+		cr_assert_arr_eq(x, before[i], BODY, "page %" PRIu64, p[i]);
+	}
+	cr_assert_eq(buf_pinned(E.bp), 0);
+}
