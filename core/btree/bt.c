@@ -55,8 +55,10 @@ int bt_open(txn_mgr *tm, uint64_t root, int cmp, bt_tree **out)
 	bt->root = root;
 	bt->cmp = cmp;
 	bt->psize = buf_page_size(bt->bp);
-	bt->max_cell = (bt->psize - BT_HDR) / 4 - 2; /* P5 */
-	bt->max_key = bt->max_cell - BT_CELL_HDR - 8;
+	/* P5: both fences take at most a quarter of the body, and every cell at
+	 * most a sixth, so a page that is full has at least four cells */
+	bt->max_cell = (bt->psize - BT_HDR) / 6 - 2;
+	bt->max_key = (bt->psize - BT_HDR) / 8 - BT_CELL_HDR - 8;
 	if (bt->max_key > LOCK_KEY_MAX - 9)
 		bt->max_key = LOCK_KEY_MAX - 9;
 	*out = bt;
@@ -94,14 +96,22 @@ int bt_check_page(bt_tree *bt, buf_page *pg)
 	const unsigned char *p = buf_data(pg);
 	uint16_t type = util_get16(p + 4);
 	if ((type != BT_PT_LEAF && type != BT_PT_INTERNAL) || (type == BT_PT_LEAF) != (bt_level(p) == 0) ||
+	    bt_tree_of(p) != bt->root ||
 	    util_get32(p + BT_H_CSTART) > bt->psize || BT_HDR + 2u * bt_nslots(p) > util_get32(p + BT_H_CSTART))
-		return util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " is not a valid B-tree page (type 0x%04x)",
-				bt->root, buf_pgno(pg), type);
+		return util_err(TP_ECORRUPT,
+				"btree %" PRIu64 ": page %" PRIu64 " is not a valid B-tree page (type 0x%04x, level %u, tree %" PRIu64
+				", %u slots, cells from %" PRIu32 ")",
+				bt->root, buf_pgno(pg), type, bt_level(p), bt_tree_of(p), bt_nslots(p),
+				util_get32(p + BT_H_CSTART));
 	return 0;
 }
 
 /* Latches the page at level `target` that covers key (moving right past
- * concurrent splits), X-latched if x.  B-1.
+ * concurrent splits), X-latched if x.  Latches are coupled: the next page
+ * is latched before the current one is released (B-1), so no merge can free
+ * a page between reading a pointer to it and latching it.  A page reached
+ * after a latch was dropped (the X relatch) is checked against its tree,
+ * level and fences, and the descent restarts if it no longer fits (P2).
  * With d->pred the page is the one holding the keys just below key (so a
  * separator equal to key leads left, and a high key equal to key does not
  * lead right), or the right edge when d->inf; d->low then receives the
@@ -109,81 +119,93 @@ int bt_check_page(bt_tree *bt, buf_page *pg)
 int bt_descend(bt_tree *bt, const void *key, size_t klen, unsigned target, int x, bt_descent *d, buf_page **out)
 {
 	buf_page *pg, *nx;
-	int rc, held_x = 0, pred = d && d->pred, inf = d && d->inf;
+	int rc, held_x, pred = d && d->pred, inf = d && d->inf;
 
-	if (d)
-		d->have_low = 0;
-	if ((rc = buf_get(bt->bp, bt->root, BUF_S, &pg)) != 0)
-		return rc;
-	for (;;) {
-		if ((rc = bt_check_page(bt, pg)) != 0)
-			goto err;
-		const unsigned char *p = buf_data(pg);
-		unsigned lvl = bt_level(p);
-		if (lvl == target && x && !held_x) { /* relatch X: the page may change meanwhile */
-			uint64_t no = buf_pgno(pg);
-			buf_put(bt->bp, pg);
-			if ((rc = buf_get(bt->bp, no, BUF_X, &pg)) != 0)
-				return rc;
-			held_x = 1;
-			continue;
-		}
-		int right;
-		if (bt_hk_inf(p))
-			right = 0;
-		else if (inf)
-			right = 1;
-		else {
-			int c = bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN));
-			right = pred ? c > 0 : c >= 0;
-		}
-		if (right) {
-			uint64_t r = bt_right(p);
-			if (!r) {
-				rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " has a high key but no right sibling",
-					      bt->root, buf_pgno(pg));
+	for (int restarts = 0;; restarts++) {
+		if (restarts > 1000)
+			return util_err(TP_ECORRUPT, "btree %" PRIu64 ": a search keeps landing on pages that do not fit",
+					bt->root);
+		if (d)
+			d->have_low = 0;
+		held_x = 0;
+		if ((rc = buf_get(bt->bp, bt->root, BUF_S, &pg)) != 0)
+			return rc;
+		for (;;) {
+			if ((rc = bt_check_page(bt, pg)) != 0)
+				goto err;
+			const unsigned char *p = buf_data(pg);
+			unsigned lvl = bt_level(p);
+			if (lvl == target && x && !held_x) { /* relatch X: the page may change meanwhile */
+				uint64_t no = buf_pgno(pg);
+				buf_put(bt->bp, pg);
+				if ((rc = buf_get(bt->bp, no, BUF_X, &pg)) != 0)
+					return rc;
+				held_x = 1;
+				p = buf_data(pg);
+				if (util_get16(p + 4) != (target ? BT_PT_INTERNAL : BT_PT_LEAF) || bt_tree_of(p) != bt->root ||
+				    bt_level(p) != target || (!inf && !bt_in_fences(p, bt->cmp, key, klen, pred))) {
+					buf_put(bt->bp, pg); /* merged away, or reused: start again */
+					break;
+				}
+				continue;
+			}
+			int right;
+			if (bt_hk_inf(p))
+				right = 0;
+			else if (inf)
+				right = 1;
+			else {
+				int c = bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN));
+				right = pred ? c > 0 : c >= 0;
+			}
+			if (right) {
+				uint64_t r = bt_right(p);
+				if (!r) {
+					rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " has a high key but no right sibling",
+						      bt->root, buf_pgno(pg));
+					goto err;
+				}
+				if (d) { /* the high key left behind is the new page's low fence */
+					d->lowlen = util_get16(p + BT_H_HKLEN);
+					memcpy(d->low, p + util_get16(p + BT_H_HKOFF), d->lowlen);
+					d->have_low = 1;
+				}
+				if ((rc = buf_get(bt->bp, r, held_x ? BUF_X : BUF_S, &nx)) != 0)
+					goto err;
+				buf_put(bt->bp, pg);
+				pg = nx;
+				continue;
+			}
+			if (lvl == target) {
+				*out = pg;
+				return 0;
+			}
+			if (lvl < target) {
+				rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": no level %u above page %" PRIu64, bt->root,
+					      target, buf_pgno(pg));
 				goto err;
 			}
-			if (d) { /* the high key left behind is the new page's low fence */
-				d->lowlen = util_get16(p + BT_H_HKLEN);
-				memcpy(d->low, p + util_get16(p + BT_H_HKOFF), d->lowlen);
-				d->have_low = 1;
+			uint64_t child;
+			if (!pred) {
+				child = bt_child_for(p, bt->cmp, key, klen);
+			} else {
+				int found;
+				unsigned i = inf ? bt_nslots(p) : bt_search(p, bt->cmp, key, klen, &found);
+				child = i == 0 ? bt_leftmost(p) : bt_cchild(bt_ccell(p, i - 1));
+				if (i > 0) {
+					const unsigned char *c = bt_ccell(p, i - 1);
+					d->lowlen = bt_cklen(c);
+					memcpy(d->low, bt_ckey(c), d->lowlen);
+					d->have_low = 1;
+				}
 			}
-			if ((rc = buf_get(bt->bp, r, held_x ? BUF_X : BUF_S, &nx)) != 0)
+			int want_x = x && lvl - 1 == target;
+			if ((rc = buf_get(bt->bp, child, want_x ? BUF_X : BUF_S, &nx)) != 0)
 				goto err;
 			buf_put(bt->bp, pg);
 			pg = nx;
-			continue;
+			held_x = want_x;
 		}
-		if (lvl == target) {
-			*out = pg;
-			return 0;
-		}
-		if (lvl < target) {
-			rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": no level %u above page %" PRIu64, bt->root, target,
-				      buf_pgno(pg));
-			goto err;
-		}
-		uint64_t child;
-		if (!pred) {
-			child = bt_child_for(p, bt->cmp, key, klen);
-		} else {
-			int found;
-			unsigned i = inf ? bt_nslots(p) : bt_search(p, bt->cmp, key, klen, &found);
-			child = i == 0 ? bt_leftmost(p) : bt_cchild(bt_ccell(p, i - 1));
-			if (i > 0) {
-				const unsigned char *c = bt_ccell(p, i - 1);
-				d->lowlen = bt_cklen(c);
-				memcpy(d->low, bt_ckey(c), d->lowlen);
-				d->have_low = 1;
-			}
-		}
-		int want_x = x && lvl - 1 == target;
-		if ((rc = buf_get(bt->bp, child, want_x ? BUF_X : BUF_S, &nx)) != 0)
-			goto err;
-		buf_put(bt->bp, pg);
-		pg = nx;
-		held_x = want_x;
 	}
 err:
 	buf_put(bt->bp, pg);
@@ -288,6 +310,9 @@ static int ovf_free(bt_tree *bt, txn *t, uint64_t pgno)
 /* ---- split ---- */
 
 static int insert_parent(bt_tree *bt, txn *t, unsigned level, const void *sep, size_t seplen, uint64_t child);
+static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t klen);
+static int collapse_root(bt_tree *bt, txn *t);
+static size_t used_bytes(const bt_tree *bt, const unsigned char *p);
 
 /* Where to split page p (n >= 2 cells, or an append): the first slot that
  * moves right.  For an append (insertion past the last cell of the right
@@ -326,20 +351,37 @@ static int alloc_page(bt_tree *bt, txn *t, unsigned level, uint64_t *pgno)
 	return t ? op_page_alloc(t, type, pgno) : op_page_alloc_unlogged(bt->tm, type, pgno);
 }
 
-/* Fills new page no with cells [from, to) of p and the given links. */
-static int fill_page(bt_tree *bt, txn *t, uint64_t no, const unsigned char *p, unsigned from, unsigned to,
-		     uint64_t right, uint64_t leftmost, const void *hk, unsigned hklen)
+/* The cells [from, to) of page p, as pointers. */
+static const unsigned char **cells_of(const unsigned char *p, unsigned from, unsigned to)
 {
-	unsigned char *a = malloc(bt->psize + 64);
-	buf_page *pg;
+	const unsigned char **v = malloc((to - from + 1) * sizeof *v);
+	if (v)
+		for (unsigned i = from; i < to; i++)
+			v[i - from] = bt_ccell(p, i);
+	return v;
+}
+
+/* Logs op (BT_INIT or BT_REWRITE) building page no (X-latched pg, or
+ * latched here when pg is NULL) with shape s and cells. */
+static int build_page(bt_tree *bt, txn *t, buf_page *pg, uint64_t no, const bt_shape *s,
+		      const unsigned char *const *cells, unsigned n, int clr, uint64_t undo_next)
+{
+	unsigned char *a = malloc(2 * bt->psize + 4 * LOCK_KEY_MAX);
+	buf_page *own = NULL;
 	int rc;
 	if (!a)
 		return ENOMEM;
-	size_t len = bt_init_args(a, p, from, to, bt_level(p), right, leftmost, hk, hklen);
-	if ((rc = buf_get(bt->bp, no, BUF_X, &pg)) == 0) {
-		rc = bt_log(bt, t, pg, OP_BT_INIT, a, len, 0, 0);
-		buf_put(bt->bp, pg);
+	if (!pg) {
+		if ((rc = buf_get(bt->bp, no, BUF_X, &own)) != 0) {
+			free(a);
+			return rc;
+		}
+		pg = own;
 	}
+	size_t len = bt_init_args(a, s, cells, n);
+	rc = bt_log(bt, t, pg, OP_BT_INIT, a, len, clr, undo_next);
+	if (own)
+		buf_put(bt->bp, own);
 	free(a);
 	return rc;
 }
@@ -348,26 +390,28 @@ static int fill_page(bt_tree *bt, txn *t, uint64_t no, const unsigned char *p, u
  * ins; releases pg.  The caller then retries its change from the root. */
 static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 {
-	unsigned char *p = buf_data(pg), *sep = NULL, *a = NULL;
+	unsigned char *p = buf_data(pg), *sep = NULL;
+	const unsigned char **cells = NULL;
 	unsigned n = bt_nslots(p), level = bt_level(p);
 	uint64_t saved = t ? txn_undo_next(t) : 0, left, right;
+	bt_shape old, ls, rs;
 	int rc;
 
+	bt_shape_of(p, &old);
 	unsigned k = split_point(p, ins, append);
 	size_t seplen;
 	if (k == n) { /* append: the new sibling starts empty; its fence is just past the last key */
 		const unsigned char *c = bt_ccell(p, n - 1);
 		seplen = bt_cklen(c) + 1;
-		if (!(sep = malloc(seplen + 1))) {
-			rc = ENOMEM;
-			goto out;
-		}
-		memcpy(sep, bt_ckey(c), bt_cklen(c));
-		sep[seplen - 1] = 0; /* the least key above the last one, bytewise */
-		if (bt->cmp != BT_CMP_BYTES || seplen > bt->max_key) {
-			free(sep);
-			sep = NULL;
+		if (bt->cmp != BT_CMP_BYTES || seplen > bt->max_key || bt_free_space(p) < seplen) {
 			k = split_point(p, ins, 0);
+		} else {
+			if (!(sep = malloc(seplen))) {
+				rc = ENOMEM;
+				goto out;
+			}
+			memcpy(sep, bt_ckey(c), bt_cklen(c));
+			sep[seplen - 1] = 0; /* the least key above the last one, bytewise */
 		}
 	}
 	if (!sep) {
@@ -381,40 +425,46 @@ static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 	}
 	unsigned move = level ? k + 1 : k; /* internal: cell k moves up */
 	uint64_t mid_child = level ? bt_cchild(bt_ccell(p, k)) : 0;
-	unsigned hklen = bt_hk_inf(p) ? BT_HK_INF : util_get16(p + BT_H_HKLEN);
-	const unsigned char *hk = hklen == BT_HK_INF ? NULL : p + util_get16(p + BT_H_HKOFF);
+	if (!(cells = cells_of(p, 0, n))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	/* the right half, in either case: [sep, old high key) */
+	rs = old;
+	rs.leftmost = mid_child;
+	rs.low = sep;
+	rs.lowlen = (unsigned)seplen;
 
 	if (buf_pgno(pg) == bt->root) {
 		/* root split: both halves move to new pages; the root becomes their parent */
 		if ((rc = alloc_page(bt, t, level, &left)) != 0 || (rc = alloc_page(bt, t, level, &right)) != 0)
 			goto out;
-		if ((rc = fill_page(bt, t, left, p, 0, k, right, bt_leftmost(p), sep, (unsigned)seplen)) != 0 ||
-		    (rc = fill_page(bt, t, right, p, move, n, 0, mid_child, NULL, BT_HK_INF)) != 0)
+		ls = old;
+		ls.right = right;
+		ls.hk = sep;
+		ls.hklen = (unsigned)seplen;
+		rs.right = 0;
+		if ((rc = build_page(bt, t, NULL, left, &ls, cells, k, 0, 0)) != 0 ||
+		    (rc = build_page(bt, t, NULL, right, &rs, cells + move, n - move, 0, 0)) != 0)
 			goto out;
-		if (!(a = malloc(64 + seplen))) {
-			rc = ENOMEM;
-			goto out;
-		}
-		unsigned char *q = a;
-		util_put16(q, (uint16_t)(level + 1));
-		util_put64(q + 2, 0);
-		util_put64(q + 10, left);
-		util_put16(q + 18, BT_HK_INF);
-		util_put16(q + 20, 1);
-		q += 22;
-		util_put16(q, (uint16_t)seplen);
-		q[2] = q[3] = 0;
-		util_put32(q + 4, 0);
-		memcpy(q + BT_CELL_HDR, sep, seplen);
-		util_put64(q + BT_CELL_HDR + seplen, right);
-		rc = bt_log(bt, t, pg, OP_BT_INIT, a, 22 + BT_CELL_HDR + seplen + 8, 1, saved);
+		unsigned char cell[BT_CELL_HDR + LOCK_KEY_MAX + 8];
+		const unsigned char *one = cell;
+		util_put16(cell, (uint16_t)seplen);
+		cell[2] = cell[3] = 0;
+		util_put32(cell + 4, 0);
+		memcpy(cell + BT_CELL_HDR, sep, seplen);
+		util_put64(cell + BT_CELL_HDR + seplen, right);
+		bt_shape top = {.level = level + 1, .leftmost = left, .tree = bt->root, .lowlen = BT_HK_INF,
+				.hklen = BT_HK_INF};
+		rc = build_page(bt, t, pg, buf_pgno(pg), &top, &one, 1, 1, saved);
 		goto out;
 	}
 	if ((rc = alloc_page(bt, t, level, &right)) != 0)
 		goto out;
-	if ((rc = fill_page(bt, t, right, p, move, n, bt_right(p), mid_child, hk, hklen)) != 0)
+	if ((rc = build_page(bt, t, NULL, right, &rs, cells + move, n - move, 0, 0)) != 0)
 		goto out;
-	if (!(a = malloc(12 + seplen))) {
+	unsigned char *a = malloc(12 + seplen);
+	if (!a) {
 		rc = ENOMEM;
 		goto out;
 	}
@@ -422,7 +472,9 @@ static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 	util_put64(a + 2, right);
 	util_put16(a + 10, (uint16_t)seplen);
 	memcpy(a + 12, sep, seplen);
-	if ((rc = bt_log(bt, t, pg, OP_BT_LINK, a, 12 + seplen, 1, saved)) != 0) /* B-3 */
+	rc = bt_log(bt, t, pg, OP_BT_LINK, a, 12 + seplen, 1, saved); /* B-3 */
+	free(a);
+	if (rc)
 		goto out;
 	buf_put(bt->bp, pg);
 	pg = NULL;
@@ -430,8 +482,8 @@ static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 out:
 	if (pg)
 		buf_put(bt->bp, pg);
+	free(cells);
 	free(sep);
-	free(a);
 	return rc;
 }
 
@@ -477,13 +529,196 @@ static int insert_parent(bt_tree *bt, txn *t, unsigned level, const void *sep, s
 	return rc;
 }
 
+/* ---- merge ---- */
+
+/* Bytes of cells and slots (fences and dead space excluded). */
+static size_t used_bytes(const bt_tree *bt, const unsigned char *p)
+{
+	size_t fences = (bt_hk_inf(p) ? 0 : util_get16(p + BT_H_HKLEN)) + (bt_lo_inf(p) ? 0 : util_get16(p + BT_H_LOLEN));
+	return bt->psize - util_get32(p + BT_H_CSTART) - util_get32(p + BT_H_FRAG) - fences + 2u * bt_nslots(p);
+}
+
+/* BT_REWRITE of the X-latched page pg from its current content to shape s
+ * with cells; an ordinary (undoable) record. */
+static int rewrite_page(bt_tree *bt, txn *t, buf_page *pg, const bt_shape *s, const unsigned char *const *cells,
+			unsigned n)
+{
+	const unsigned char *p = buf_data(pg);
+	const unsigned char **oc = cells_of(p, 0, bt_nslots(p));
+	unsigned char *a = malloc(4 * bt->psize + 8 * LOCK_KEY_MAX);
+	bt_shape os;
+	int rc = ENOMEM;
+	if (oc && a) {
+		bt_shape_of(p, &os);
+		size_t olen = bt_init_args(a + 4, &os, oc, bt_nslots(p));
+		util_put32(a, (uint32_t)olen);
+		size_t nlen = bt_init_args(a + 4 + olen, s, cells, n);
+		rc = bt_log(bt, t, pg, OP_BT_REWRITE, a, 4 + olen + nlen, 0, 0);
+	}
+	free(oc);
+	free(a);
+	return rc;
+}
+
+/* Absorbs the right sibling R of the page L at `level` that covers key into
+ * L, when both fit in three quarters of a page: a nested top action that
+ * (1) drops R's entry from their parent P (redo-only: R stays reachable from
+ * L's right link, a correct tree), (2) rewrites L with R's cells, high key
+ * and right link, (3) frees R, then ends with a dummy CLR; a crash before
+ * the end undoes (2) and (3).  P, L, R are latched in that order (B-1), so
+ * no reader can hold a pointer to R when it is freed.  If P underflows in
+ * turn it is merged the same way; a root left with one child absorbs it. */
+static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t klen)
+{
+	buf_page *pp = NULL, *lp = NULL, *rp = NULL;
+	const unsigned char **cells = NULL;
+	unsigned char *sepcell = NULL;
+	int rc, found, parent_under = 0, collapse = 0;
+
+	if ((rc = descend(bt, key, klen, level + 1, 1, &pp)) != 0)
+		return rc == TP_ECORRUPT && strstr(util_errmsg(), "no level") ? 0 : rc; /* the root is at this level */
+	unsigned char *p = buf_data(pp);
+	unsigned n = bt_nslots(p), slot = bt_search(p, bt->cmp, key, klen, &found);
+	int idx = found ? (int)slot : (int)slot - 1; /* the entry of key's page; -1: the leftmost child */
+	int rslot = idx + 1 < (int)n ? idx + 1 : idx; /* R's entry */
+	if (rslot < 0)
+		goto out; /* an only child: nothing to merge with */
+	uint64_t lno = rslot == 0 ? bt_leftmost(p) : bt_cchild(bt_ccell(p, (unsigned)rslot - 1));
+	uint64_t rno = bt_cchild(bt_ccell(p, (unsigned)rslot));
+	if ((rc = buf_get(bt->bp, lno, BUF_X, &lp)) != 0)
+		goto out;
+	if ((rc = bt_check_page(bt, lp)) != 0)
+		goto out;
+	const unsigned char *l = buf_data(lp);
+	if (bt_right(l) != rno || bt_level(l) != level)
+		goto out; /* a half split between them: leave it */
+	if ((rc = buf_get(bt->bp, rno, BUF_X, &rp)) != 0)
+		goto out;
+	if ((rc = bt_check_page(bt, rp)) != 0)
+		goto out;
+	const unsigned char *r = buf_data(rp);
+	const unsigned char *rentry = bt_ccell(p, (unsigned)rslot);
+	size_t seplen = bt_cklen(rentry);
+	size_t need = used_bytes(bt, l) + used_bytes(bt, r) + (level ? BT_CELL_HDR + seplen + 8 + 2 : 0) +
+		      (bt_lo_inf(l) ? 0 : util_get16(l + BT_H_LOLEN)) + (bt_hk_inf(r) ? 0 : util_get16(r + BT_H_HKLEN));
+	if (need > (bt->psize - BT_HDR) * 3 / 4)
+		goto out;
+	unsigned nl = bt_nslots(l), nr = bt_nslots(r), nc = 0;
+	if (!(cells = malloc((nl + nr + 1) * sizeof *cells)) || !(sepcell = malloc(BT_CELL_HDR + seplen + 8))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < nl; i++)
+		cells[nc++] = bt_ccell(l, i);
+	if (level) { /* the separator comes down, pointing at R's leftmost child */
+		util_put16(sepcell, (uint16_t)seplen);
+		sepcell[2] = sepcell[3] = 0;
+		util_put32(sepcell + 4, 0);
+		memcpy(sepcell + BT_CELL_HDR, bt_ckey(rentry), seplen);
+		util_put64(sepcell + BT_CELL_HDR + seplen, bt_leftmost(r));
+		cells[nc++] = sepcell;
+	}
+	for (unsigned i = 0; i < nr; i++)
+		cells[nc++] = bt_ccell(r, i);
+	bt_shape ls, rs;
+	bt_shape_of(l, &ls);
+	bt_shape_of(r, &rs);
+	ls.hk = rs.hk;
+	ls.hklen = rs.hklen;
+	ls.right = rs.right;
+
+	uint64_t saved = t ? txn_undo_next(t) : 0;
+	/* (1) the parent forgets R: redo-only */
+	unsigned char *a = malloc(BT_ARG_HDR + BT_CELL_HDR + seplen + 8);
+	if (!a) {
+		rc = ENOMEM;
+		goto out;
+	}
+	size_t esz = bt_csize(rentry, level + 1);
+	util_put64(a, bt->root);
+	util_put16(a + 8, (uint16_t)bt->cmp);
+	util_put16(a + 10, (uint16_t)rslot);
+	memcpy(a + BT_ARG_HDR, rentry, esz);
+	rc = bt_log(bt, t, pp, OP_BT_DELETE, a, BT_ARG_HDR + esz, 1, saved);
+	free(a);
+	if (rc)
+		goto out;
+	/* (2) L takes R's cells, (3) R is freed, then the action ends */
+	if ((rc = rewrite_page(bt, t, lp, &ls, cells, nc)) != 0)
+		goto out;
+	buf_put(bt->bp, rp);
+	rp = NULL;
+	if ((rc = t ? op_page_free(t, rno) : op_page_free_unlogged(bt->tm, rno)) != 0)
+		goto out;
+	if (t && (rc = txn_nta_end(t, saved)) != 0)
+		goto out;
+	p = buf_data(pp);
+	parent_under = buf_pgno(pp) != bt->root && used_bytes(bt, p) < (bt->psize - BT_HDR) / 4;
+	collapse = buf_pgno(pp) == bt->root && bt_nslots(p) == 0;
+out:
+	if (rp)
+		buf_put(bt->bp, rp);
+	if (lp)
+		buf_put(bt->bp, lp);
+	if (pp)
+		buf_put(bt->bp, pp);
+	free(cells);
+	free(sepcell);
+	if (!rc && parent_under)
+		rc = merge(bt, t, level + 1, key, klen);
+	if (!rc && collapse)
+		rc = collapse_root(bt, t);
+	return rc;
+}
+
+/* A root with no key left and one child takes that child's content (the
+ * tree gets one level lower), as a nested top action. */
+static int collapse_root(bt_tree *bt, txn *t)
+{
+	buf_page *rootp, *cp = NULL;
+	const unsigned char **cells = NULL;
+	int rc;
+	if ((rc = buf_get(bt->bp, bt->root, BUF_X, &rootp)) != 0)
+		return rc;
+	const unsigned char *p = buf_data(rootp);
+	if (bt_level(p) == 0 || bt_nslots(p) != 0)
+		goto out; /* changed meanwhile */
+	uint64_t cno = bt_leftmost(p);
+	if ((rc = buf_get(bt->bp, cno, BUF_X, &cp)) != 0 || (rc = bt_check_page(bt, cp)) != 0)
+		goto out;
+	const unsigned char *c = buf_data(cp);
+	if (bt_right(c) != 0) /* a half-split child: not alone after all */
+		goto out;
+	if (!(cells = cells_of(c, 0, bt_nslots(c)))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	bt_shape s;
+	bt_shape_of(c, &s);
+	uint64_t saved = t ? txn_undo_next(t) : 0;
+	if ((rc = rewrite_page(bt, t, rootp, &s, cells, bt_nslots(c))) != 0)
+		goto out;
+	buf_put(bt->bp, cp);
+	cp = NULL;
+	if ((rc = t ? op_page_free(t, cno) : op_page_free_unlogged(bt->tm, cno)) != 0)
+		goto out;
+	if (t)
+		rc = txn_nta_end(t, saved);
+out:
+	if (cp)
+		buf_put(bt->bp, cp);
+	buf_put(bt->bp, rootp);
+	free(cells);
+	return rc;
+}
+
 /* ---- leaf changes ---- */
 
 /* Applies what (insert, delete, replace) of cell to the leaf holding its
  * key.  *old receives a copy of the replaced or deleted cell (malloc'ed)
  * when old is non-NULL.  clr: log as a CLR with undo_next. */
 static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell, size_t len, int flags, int clr,
-		       uint64_t undo_next, unsigned char **old, size_t *oldlen)
+		       uint64_t undo_next, unsigned char **old, size_t *oldlen, int *underflow)
 {
 	const void *key = bt_ckey(cell);
 	size_t klen = bt_cklen(cell);
@@ -552,6 +787,8 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 			type = OP_BT_REPLACE;
 		}
 		rc = bt_log(bt, t, pg, type, a, alen, clr, undo_next);
+		if (underflow)
+			*underflow = !rc && buf_pgno(pg) != bt->root && used_bytes(bt, p) < (bt->psize - BT_HDR) / 4;
 		buf_put(bt->bp, pg);
 		free(a);
 		if (rc && old) {
@@ -568,7 +805,8 @@ int bt_compensate(txn *t, uint64_t root, int cmp, int what, const unsigned char 
 	int rc = bt_open(txn_mgr_of(t), root, cmp, &bt);
 	if (rc)
 		return rc;
-	rc = leaf_change(bt, t, what, cell, len, what == BT_DO_INSERT ? BT_NOOVERWRITE : 0, 1, undo_next, NULL, NULL);
+	rc = leaf_change(bt, t, what, cell, len, what == BT_DO_INSERT ? BT_NOOVERWRITE : 0, 1, undo_next, NULL, NULL,
+			 NULL);
 	if (rc == TP_ENOTFOUND || rc == EEXIST)
 		rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": undo found the tree without the change it undoes", root);
 	bt_close(bt);
@@ -579,19 +817,16 @@ int bt_compensate(txn *t, uint64_t root, int cmp, int what, const unsigned char 
 
 int bt_create(txn *t, uint64_t *root)
 {
-	unsigned char a[24];
+	unsigned char a[64];
 	buf_page *pg;
 	int rc;
 	if ((rc = op_page_alloc(t, BT_PT_LEAF, root)) != 0)
 		return rc;
-	util_put16(a, 0);
-	util_put64(a + 2, 0);
-	util_put64(a + 10, 0);
-	util_put16(a + 18, BT_HK_INF);
-	util_put16(a + 20, 0);
+	bt_shape s = {.tree = *root, .lowlen = BT_HK_INF, .hklen = BT_HK_INF};
+	size_t len = bt_init_args(a, &s, NULL, 0);
 	if ((rc = buf_get(txn_pool(t), *root, BUF_X, &pg)) != 0)
 		return rc;
-	rc = txn_update(t, pg, OP_BT_INIT, a, 22);
+	rc = txn_update(t, pg, OP_BT_INIT, a, (uint32_t)len);
 	buf_put(txn_pool(t), pg);
 	return rc;
 }
@@ -658,7 +893,7 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 		memcpy(cell + BT_CELL_HDR + klen, val, vlen);
 	else
 		util_put64(cell + BT_CELL_HDR + klen, ovf);
-	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old, &oldlen);
+	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old, &oldlen, NULL);
 	if (rc == 0 && old && bt_covf(old)) /* the replaced value's pages */
 		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
 	if (rc && ovf && !t)
@@ -680,10 +915,13 @@ int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen)
 	cell[2] = cell[3] = 0;
 	util_put32(cell + 4, 0);
 	memcpy(cell + BT_CELL_HDR, key, klen);
-	rc = leaf_change(bt, t, BT_DO_DELETE, cell, BT_CELL_HDR + klen, 0, 0, 0, &old, &oldlen);
+	int under = 0;
+	rc = leaf_change(bt, t, BT_DO_DELETE, cell, BT_CELL_HDR + klen, 0, 0, 0, &old, &oldlen, &under);
 	if (rc == 0 && old && bt_covf(old))
 		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
 	free(old);
+	if (rc == 0 && under)
+		rc = merge(bt, t, 0, key, klen);
 	return rc;
 }
 

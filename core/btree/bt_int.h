@@ -12,7 +12,11 @@
  *    30  2  high key offset (in the cell area)
  *    32  8  right sibling (B-link), 0 at the right edge of a level
  *    40  8  leftmost child (internal pages): keys below the first key
- *    48  .. slot array: u16 offsets of cells, in key order
+ *    48  8  tree: the root page of the tree the page belongs to
+ *    56  2  low fence length, or BT_HK_INF: no lower bound (leftmost page)
+ *    58  2  low fence offset (in the cell area)
+ *    60  4  0
+ *    64  .. slot array: u16 offsets of cells, in key order
  *
  * Cell:   0 2 key length   2 1 flags (BT_CF_OVF)   3 1 0   4 4 value length
  *         8 .. key, then the payload: the value (leaf), or the first
@@ -23,14 +27,17 @@
  *
  * Invariants
  *   P1  Keys in a page are strictly increasing in slot order.
- *   P2  Every key in a page is below its high key; every key in the page to
- *       its right is at or above it (the fence).
+ *   P2  Every key in a page is at or above its low fence and below its high
+ *       key; a page's high key is its right sibling's low fence.  A page
+ *       reached through a stale pointer (after a merge freed it) is
+ *       recognized by its tree, level and fences, and the search restarts.
  *   P3  An internal cell (k, c): every key in c's subtree is >= k and below
  *       the next cell's key; the leftmost child holds the keys below the
  *       first cell's key.
  *   P4  cell_start + the live cells + frag account for the whole cell area.
- *   P5  Every cell is at most a quarter of the page body, so a split always
- *       leaves room for the cell that caused it.
+ *   P5  Every cell is at most a sixth of the page body and every key (so
+ *       every fence) at most an eighth: a full page holds at least four
+ *       cells, and a split always leaves room for the cell that caused it.
  */
 #ifndef TP_BT_INT_H
 #define TP_BT_INT_H
@@ -53,7 +60,10 @@
 #define BT_H_HKOFF 30
 #define BT_H_RIGHT 32
 #define BT_H_LEFT 40
-#define BT_HDR 48
+#define BT_H_TREE 48
+#define BT_H_LOLEN 56
+#define BT_H_LOOFF 58
+#define BT_HDR 64
 #define BT_HK_INF 0xffffu
 
 #define BT_CELL_HDR 8
@@ -96,6 +106,19 @@ static inline size_t bt_csize(const unsigned char *c, unsigned level)
 	return BT_CELL_HDR + bt_cklen(c) + pay;
 }
 static inline int bt_hk_inf(const unsigned char *p) { return util_get16(p + BT_H_HKLEN) == BT_HK_INF; }
+static inline int bt_lo_inf(const unsigned char *p) { return util_get16(p + BT_H_LOLEN) == BT_HK_INF; }
+static inline uint64_t bt_tree_of(const unsigned char *p) { return util_get64(p + BT_H_TREE); }
+
+/* What a page is, apart from its cells: BT_INIT's arguments and bt_format's. */
+typedef struct bt_shape {
+	unsigned level;
+	uint64_t right, leftmost, tree;
+	const void *low; /* lowlen BT_HK_INF: no lower bound */
+	unsigned lowlen;
+	const void *hk;  /* hklen BT_HK_INF: no upper bound */
+	unsigned hklen;
+} bt_shape;
+void bt_shape_of(const unsigned char *p, bt_shape *s);
 
 /* ---- bt_page.c: page-local primitives, deterministic (redo runs them) ---- */
 
@@ -107,17 +130,19 @@ int bt_beyond(const unsigned char *p, int cmp, const void *key, size_t klen);
 /* The child of internal page p that covers key. */
 uint64_t bt_child_for(const unsigned char *p, int cmp, const void *key, size_t klen);
 size_t bt_free_space(const unsigned char *p);
-void bt_format(unsigned char *p, uint32_t psize, unsigned level, uint64_t right, uint64_t leftmost,
-	       const void *hk, unsigned hklen);
+void bt_format(unsigned char *p, uint32_t psize, const bt_shape *s);
 /* Inserts the cell at slot i (compacting if needed); the caller checked
  * bt_free_space >= len + 2. */
 void bt_put_cell(unsigned char *p, uint32_t psize, unsigned i, const void *cell, size_t len);
 void bt_del_cell(unsigned char *p, unsigned i);
 void bt_compact(unsigned char *p, uint32_t psize);
 
-/* Arguments of BT_INIT: a whole page's content. */
-size_t bt_init_args(unsigned char *out, const unsigned char *src, unsigned from, unsigned to, unsigned level,
-		    uint64_t right, uint64_t leftmost, const void *hk, unsigned hklen);
+/* Arguments of BT_INIT: a whole page's content, the n cells given.  out
+ * needs room for 32 bytes, both fences and the cells. */
+size_t bt_init_args(unsigned char *out, const bt_shape *s, const unsigned char *const *cells, unsigned n);
+/* Is key inside the page's fences (low <= key, and key < high unless
+ * below_high is 0)?  pred: the search is for the keys just below key. */
+int bt_in_fences(const unsigned char *p, int cmp, const void *key, size_t klen, int pred);
 
 /* ---- bt.c, for cursors, verify and undo ---- */
 

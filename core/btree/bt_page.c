@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "bt_int.h"
@@ -70,23 +71,52 @@ size_t bt_free_space(const unsigned char *p)
 	return util_get32(p + BT_H_CSTART) - (BT_HDR + 2u * bt_nslots(p)) + util_get32(p + BT_H_FRAG);
 }
 
-void bt_format(unsigned char *p, uint32_t psize, unsigned level, uint64_t right, uint64_t leftmost, const void *hk,
-	       unsigned hklen)
+void bt_shape_of(const unsigned char *p, bt_shape *s)
 {
+	s->level = bt_level(p);
+	s->right = bt_right(p);
+	s->leftmost = bt_leftmost(p);
+	s->tree = bt_tree_of(p);
+	s->lowlen = util_get16(p + BT_H_LOLEN);
+	s->low = s->lowlen == BT_HK_INF ? NULL : p + util_get16(p + BT_H_LOOFF);
+	s->hklen = util_get16(p + BT_H_HKLEN);
+	s->hk = s->hklen == BT_HK_INF ? NULL : p + util_get16(p + BT_H_HKOFF);
+}
+
+int bt_in_fences(const unsigned char *p, int cmp, const void *key, size_t klen, int pred)
+{
+	if (bt_lo_inf(p))
+		return 1;
+	int c = bt_cmp(cmp, key, klen, p + util_get16(p + BT_H_LOOFF), util_get16(p + BT_H_LOLEN));
+	return pred ? c > 0 : c >= 0;
+}
+
+/* Puts a fence's bytes at the bottom of the cell area (header at lenoff). */
+static uint32_t put_fence(unsigned char *p, uint32_t cs, unsigned lenoff, const void *f, unsigned flen)
+{
+	util_put16(p + lenoff, (uint16_t)flen);
+	if (flen == BT_HK_INF)
+		return cs;
+	cs -= flen;
+	memmove(p + cs, f, flen);
+	util_put16(p + lenoff + 2, (uint16_t)cs);
+	return cs;
+}
+
+void bt_format(unsigned char *p, uint32_t psize, const bt_shape *s)
+{
+	unsigned char fences[2 * LOCK_KEY_MAX];
+	unsigned lo = s->lowlen == BT_HK_INF ? 0 : s->lowlen, hi = s->hklen == BT_HK_INF ? 0 : s->hklen;
+	memcpy(fences, s->low ? s->low : "", lo); /* the shape may point into p itself */
+	memcpy(fences + lo, s->hk ? s->hk : "", hi);
 	memset(p + BUF_HDR, 0, psize - BUF_HDR);
-	util_put16(p + 4, level ? BT_PT_INTERNAL : BT_PT_LEAF);
-	util_put16(p + BT_H_LEVEL, (uint16_t)level);
-	util_put64(p + BT_H_RIGHT, right);
-	util_put64(p + BT_H_LEFT, leftmost);
-	uint32_t cs = psize;
-	if (hklen == BT_HK_INF) {
-		util_put16(p + BT_H_HKLEN, BT_HK_INF);
-	} else {
-		cs -= hklen;
-		memcpy(p + cs, hk, hklen);
-		util_put16(p + BT_H_HKLEN, (uint16_t)hklen);
-		util_put16(p + BT_H_HKOFF, (uint16_t)cs);
-	}
+	util_put16(p + 4, s->level ? BT_PT_INTERNAL : BT_PT_LEAF);
+	util_put16(p + BT_H_LEVEL, (uint16_t)s->level);
+	util_put64(p + BT_H_RIGHT, s->right);
+	util_put64(p + BT_H_LEFT, s->leftmost);
+	util_put64(p + BT_H_TREE, s->tree);
+	uint32_t cs = put_fence(p, psize, BT_H_HKLEN, fences + lo, s->hklen);
+	cs = put_fence(p, cs, BT_H_LOLEN, fences, s->lowlen);
 	util_put32(p + BT_H_CSTART, cs);
 }
 
@@ -98,11 +128,13 @@ void bt_compact(unsigned char *p, uint32_t psize)
 	if (!tmp)
 		return; /* compaction is an optimization of space only if it fails;
 			   callers check the free space again */
-	if (!bt_hk_inf(p)) {
-		unsigned hl = util_get16(p + BT_H_HKLEN);
-		cs -= hl;
-		memcpy(tmp + cs, p + util_get16(p + BT_H_HKOFF), hl);
-		util_put16(p + BT_H_HKOFF, (uint16_t)cs);
+	for (unsigned f = BT_H_HKLEN; f <= BT_H_LOLEN; f += BT_H_LOLEN - BT_H_HKLEN) { /* both fences */
+		unsigned fl = util_get16(p + f);
+		if (fl == BT_HK_INF)
+			continue;
+		cs -= fl;
+		memcpy(tmp + cs, p + util_get16(p + f + 2), fl);
+		util_put16(p + f + 2, (uint16_t)cs);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		const unsigned char *c = bt_ccell(p, i);
@@ -164,28 +196,68 @@ static void set_hikey(unsigned char *p, uint32_t psize, const void *hk, unsigned
 	util_put16(p + BT_H_HKOFF, (uint16_t)cs);
 }
 
-size_t bt_init_args(unsigned char *out, const unsigned char *src, unsigned from, unsigned to, unsigned level,
-		    uint64_t right, uint64_t leftmost, const void *hk, unsigned hklen)
+size_t bt_init_args(unsigned char *out, const bt_shape *s, const unsigned char *const *cells, unsigned n)
 {
 	unsigned char *q = out;
-	util_put16(q, (uint16_t)level);
-	util_put64(q + 2, right);
-	util_put64(q + 10, leftmost);
-	util_put16(q + 18, (uint16_t)hklen);
-	q += 20;
-	if (hklen != BT_HK_INF) {
-		memcpy(q, hk, hklen);
-		q += hklen;
-	}
-	util_put16(q, (uint16_t)(to - from));
+	util_put16(q, (uint16_t)s->level);
+	util_put64(q + 2, s->right);
+	util_put64(q + 10, s->leftmost);
+	util_put64(q + 18, s->tree);
+	q += 26;
+	util_put16(q, (uint16_t)s->lowlen);
 	q += 2;
-	for (unsigned i = from; i < to; i++) {
-		const unsigned char *c = bt_ccell(src, i);
-		size_t sz = bt_csize(c, level);
-		memcpy(q, c, sz);
+	if (s->lowlen != BT_HK_INF) {
+		memcpy(q, s->low, s->lowlen);
+		q += s->lowlen;
+	}
+	util_put16(q, (uint16_t)s->hklen);
+	q += 2;
+	if (s->hklen != BT_HK_INF) {
+		memcpy(q, s->hk, s->hklen);
+		q += s->hklen;
+	}
+	util_put16(q, (uint16_t)n);
+	q += 2;
+	for (unsigned i = 0; i < n; i++) {
+		size_t sz = bt_csize(cells[i], s->level);
+		memcpy(q, cells[i], sz);
 		q += sz;
 	}
 	return (size_t)(q - out);
+}
+
+/* Parses BT_INIT arguments up to the cells; NULL if malformed. */
+static const unsigned char *init_shape(const unsigned char *q, const unsigned char *end, bt_shape *s, unsigned *n)
+{
+	if (end - q < 28)
+		return NULL;
+	s->level = util_get16(q);
+	s->right = util_get64(q + 2);
+	s->leftmost = util_get64(q + 10);
+	s->tree = util_get64(q + 18);
+	q += 26;
+	s->lowlen = util_get16(q);
+	q += 2;
+	s->low = q;
+	if (s->lowlen != BT_HK_INF) {
+		if (s->lowlen > LOCK_KEY_MAX || end - q < (ptrdiff_t)s->lowlen)
+			return NULL;
+		q += s->lowlen;
+	}
+	if (end - q < 2)
+		return NULL;
+	s->hklen = util_get16(q);
+	q += 2;
+	s->hk = q;
+	if (s->hklen != BT_HK_INF) {
+		if (s->hklen > LOCK_KEY_MAX || end - q < (ptrdiff_t)s->hklen)
+			return NULL;
+		q += s->hklen;
+	}
+	if (end - q < 2)
+		return NULL;
+	*n = util_get16(q);
+	return q + 2;
 }
 
 /* ---- redo ---- */
@@ -198,28 +270,50 @@ static int bad(const log_rec *r, const char *what)
 
 int bt_init_redo(unsigned char *page, uint32_t psize, const log_rec *r)
 {
-	const unsigned char *q = r->data, *end = q + r->len;
-	if (r->len < 22)
+	const unsigned char *end = (const unsigned char *)r->data + r->len, *q;
+	bt_shape sh;
+	unsigned n;
+	if (!(q = init_shape(r->data, end, &sh, &n)))
 		return bad(r, "BT_INIT");
-	unsigned level = util_get16(q), hklen = util_get16(q + 18);
-	uint64_t right = util_get64(q + 2), left = util_get64(q + 10);
-	const unsigned char *hk = q + 20;
-	q += 20 + (hklen == BT_HK_INF ? 0 : hklen);
-	if (q + 2 > end)
-		return bad(r, "BT_INIT");
-	unsigned n = util_get16(q);
-	q += 2;
-	bt_format(page, psize, level, right, left, hk, hklen);
+	bt_format(page, psize, &sh);
 	for (unsigned i = 0; i < n; i++) {
 		if (q + BT_CELL_HDR > end)
 			return bad(r, "BT_INIT");
-		size_t sz = bt_csize(q, level);
+		size_t sz = bt_csize(q, sh.level);
 		if (q + sz > end || bt_free_space(page) < sz + 2)
 			return bad(r, "BT_INIT");
 		bt_put_cell(page, psize, i, q, sz);
 		q += sz;
 	}
 	return q == end ? 0 : bad(r, "BT_INIT");
+}
+
+/* BT_REWRITE: u32 length of the old image's BT_INIT arguments, those, then
+ * the new image's.  Redo builds the new image; undo puts the old one back. */
+int bt_rewrite_redo(unsigned char *page, uint32_t psize, const log_rec *r)
+{
+	if (r->len < 4 || 4 + (uint64_t)util_get32(r->data) > r->len)
+		return bad(r, "BT_REWRITE");
+	uint32_t olen = util_get32(r->data);
+	log_rec sub = *r;
+	sub.data = (const unsigned char *)r->data + 4 + olen;
+	sub.len = r->len - 4 - olen;
+	return bt_init_redo(page, psize, &sub);
+}
+
+int bt_rewrite_undo(txn *t, const log_rec *r)
+{
+	uint32_t olen = util_get32(r->data), nlen = r->len - 4 - olen;
+	unsigned char *a = malloc(r->len);
+	int rc;
+	if (!a)
+		return ENOMEM;
+	util_put32(a, nlen);
+	memcpy(a + 4, (const unsigned char *)r->data + 4 + olen, nlen);
+	memcpy(a + 4 + nlen, (const unsigned char *)r->data + 4, olen);
+	rc = txn_compensate(t, r->pgno, OP_BT_REWRITE, a, r->len);
+	free(a);
+	return rc;
 }
 
 int bt_insert_redo(unsigned char *page, uint32_t psize, const log_rec *r)
@@ -351,18 +445,22 @@ void bt_cell_print(FILE *out, const log_rec *r)
 
 void bt_init_print(FILE *out, const log_rec *r)
 {
-	const unsigned char *q = r->data;
-	if (r->len < 22)
-		return;
-	unsigned hk = util_get16(q + 18);
-	fprintf(out, " level %u right %" PRIu64 " leftmost %" PRIu64, util_get16(q), util_get64(q + 2),
-		util_get64(q + 10));
-	if (hk != BT_HK_INF && 22u + hk <= r->len)
-		fprintf(out, " cells %u", util_get16(q + 20 + hk));
-	else if (hk == BT_HK_INF)
-		fprintf(out, " cells %u", util_get16(q + 20));
-	else
+	const unsigned char *q = r->data, *end = q + r->len;
+	bt_shape sh;
+	unsigned n;
+	if (r->type == OP_BT_REWRITE) {
+		if (r->len < 4 || 4 + (uint64_t)util_get32(q) > r->len) {
+			fprintf(out, " (malformed: %" PRIu32 " bytes)", r->len);
+			return;
+		}
+		q += 4 + util_get32(q);
+	}
+	if (!init_shape(q, end, &sh, &n)) {
 		fprintf(out, " (malformed: %" PRIu32 " bytes)", r->len);
+		return;
+	}
+	fprintf(out, " tree %" PRIu64 " level %u right %" PRIu64 " leftmost %" PRIu64 " cells %u", sh.tree, sh.level,
+		sh.right, sh.leftmost, n);
 }
 
 void bt_link_print(FILE *out, const log_rec *r)

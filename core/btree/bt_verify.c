@@ -92,6 +92,8 @@ static int check_page_full(bt_tree *bt, buf_page *pg, unsigned level, const unsi
 
 	if ((rc = bt_check_page(bt, pg)) != 0)
 		return rc;
+	if (bt_tree_of(p) != bt->root)
+		return BAD("btree %" PRIu64 ": page %" PRIu64 " belongs to tree %" PRIu64, bt->root, no, bt_tree_of(p));
 	if (bt_level(p) != level)
 		return BAD("btree %" PRIu64 ": page %" PRIu64 " is at level %u, expected %u", bt->root, no, bt_level(p),
 			   level);
@@ -126,7 +128,13 @@ static int check_page_full(bt_tree *bt, buf_page *pg, unsigned level, const unsi
 	}
 	if (level && (rc = set_add(kids, bt_leftmost(p))) != 0)
 		return rc;
-	size_t hk = bt_hk_inf(p) ? 0 : util_get16(p + BT_H_HKLEN);
+	size_t hk = (bt_hk_inf(p) ? 0 : util_get16(p + BT_H_HKLEN)) + (bt_lo_inf(p) ? 0 : util_get16(p + BT_H_LOLEN));
+	/* the low fence is the left neighbour's high key (none at the left edge) */
+	if (have_low != !bt_lo_inf(p) ||
+	    (have_low && (util_get16(p + BT_H_LOLEN) != lowlen ||
+			  memcmp(p + util_get16(p + BT_H_LOOFF), lowk, lowlen) != 0)))
+		return BAD("btree %" PRIu64 ": page %" PRIu64 " low fence differs from its left neighbour's high key",
+			   bt->root, no);
 	uint32_t cs = util_get32(p + BT_H_CSTART), frag = util_get32(p + BT_H_FRAG);
 	if ((size_t)cs + live + hk + frag != bt->psize)
 		return BAD("btree %" PRIu64 ": page %" PRIu64 " space does not add up: cells %zu + high key %zu + dead %" PRIu32

@@ -98,6 +98,8 @@ int bt_insert_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int bt_delete_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int bt_replace_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int bt_link_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_rewrite_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int bt_rewrite_undo(txn *t, const log_rec *r);
 int bt_insert_undo(txn *t, const log_rec *r);
 int bt_delete_undo(txn *t, const log_rec *r);
 int bt_replace_undo(txn *t, const log_rec *r);
