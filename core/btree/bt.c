@@ -66,6 +66,7 @@ int bt_open(txn_mgr *tm, uint64_t root, int cmp, bt_tree **out)
 }
 
 void bt_close(bt_tree *bt) { free(bt); }
+void bt_set_nolock(bt_tree *bt) { bt->nolock = 1; }
 uint64_t bt_root(const bt_tree *bt) { return bt->root; }
 size_t bt_max_key(const bt_tree *bt) { return bt->max_key; }
 
@@ -83,7 +84,7 @@ static int bt_log(bt_tree *bt, txn *t, buf_page *pg, uint16_t op, const void *a,
 static int lock_key(bt_tree *bt, txn *t, const void *key, size_t klen, int mode)
 {
 	unsigned char name[LOCK_KEY_MAX];
-	if (!t)
+	if (!t || bt->nolock)
 		return 0;
 	name[0] = 'K';
 	util_put64(name + 1, bt->root);

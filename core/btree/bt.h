@@ -36,6 +36,8 @@ int bt_create(txn *t, uint64_t *root);
  * without transactions (t == NULL in the calls below), the log end. */
 int bt_open(txn_mgr *tm, uint64_t root, int cmp, bt_tree **out);
 void bt_close(bt_tree *bt);
+/* Records are not locked by the tree: the caller's locks cover them. */
+void bt_set_nolock(bt_tree *bt);
 uint64_t bt_root(const bt_tree *bt);
 /* Frees every page of the tree (in t). */
 int bt_drop(bt_tree *bt, txn *t);

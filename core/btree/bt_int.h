@@ -79,6 +79,7 @@ struct bt_tree {
 	uint32_t psize;
 	size_t max_cell;    /* P5 */
 	size_t max_key;
+	int nolock;         /* bt_set_nolock */
 };
 
 /* ---- page accessors ---- */

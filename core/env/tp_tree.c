@@ -103,6 +103,8 @@ int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out)
 	tr->flags = (int)util_get32(v + 8);
 	if ((rc = bt_open(env->tm, util_get64(v), tree_cmp(tr->flags), &tr->bt)) != 0)
 		goto err;
+	if (tr->flags & TP_TREE_NOLOCK)
+		bt_set_nolock(tr->bt);
 	if (t && (rc = txn_commit(t, 0)) != 0) {
 		t = NULL;
 		goto err;

@@ -102,6 +102,8 @@ enum {
 	TP_TREE_CREATE = 1 << 0, /* create it if missing */
 	TP_TREE_U64 = 1 << 1,    /* keys are 8-byte little-endian integers */
 	TP_TREE_NOTXN = 1 << 2,  /* unprotected */
+	TP_TREE_NOLOCK = 1 << 3, /* logged, but records are not locked: the caller
+				    locks names that cover them (tp_lock) */
 };
 enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1 }; /* tp_put flags */
 int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out);

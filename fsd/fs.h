@@ -1,0 +1,157 @@
+/*
+ * fs -- the file-system layer of tpfsd: POSIX objects on the engine's
+ * trees, one engine transaction per call.  The FUSE handlers (fsd_ops.c)
+ * decode a request, call one fs_* function, and reply; they know nothing of
+ * the schema.
+ *
+ * Schema (trees of the store, core/include/tp.h):
+ *   inode   u64 ino -> fs_inode record (FS_INODE_BYTES, little-endian)
+ *   dirent  u64 parent (big-endian) + u64 name hash (big-endian) + name
+ *           -> u64 child ino + u8 type; readdir goes in hash order, so a
+ *           directory offset is the hash of the last name returned and stays
+ *           valid however the directory changes
+ *   data    u64 ino (big-endian) + u64 block (big-endian) -> the block's
+ *           bytes (FS_BLOCK bytes at most: one overflow page each); absent
+ *           blocks are holes; a symlink's target is its block 0
+ *   xattr   u64 ino (big-endian) + name -> value
+ *   orphan  u64 ino -> nothing: unlinked while open, reclaimed at the last
+ *           close and at mount
+ * Inode numbers are never reused (64 bits), so generations are constant.
+ *
+ * Errors: 0, or a negative errno (the FUSE convention).  Engine outcomes are
+ * mapped to errno in one place (fs_errno).
+ *
+ * Locking: a call X-locks every inode it changes and S-locks every inode it
+ * reads, as inode names in the engine's lock manager, all before touching a
+ * record and in ascending inode order, so calls never deadlock with each
+ * other; the records of an inode (its dirents, blocks, xattrs) are covered
+ * by its lock.  A rename also locks the ancestry it checks.  (fsd/DESIGN.md)
+ */
+#ifndef TPFS_FS_H
+#define TPFS_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+typedef struct fs fs;
+
+#define FS_ROOT_INO 1
+#define FS_NAME_MAX 255
+
+typedef struct fs_options {
+	size_t cache_pages;     /* engine buffer pool (default: 1/8 of RAM, at most 4 GiB) */
+	uint32_t commit_ms;     /* lazy durability: a sync at least this often (1000) */
+	int sync;               /* every call durable on return */
+	int readonly;
+	int quiet;
+} fs_options;
+
+/* The caller of a request (fuse_req_ctx). */
+typedef struct fs_caller {
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	mode_t umask;
+} fs_caller;
+
+typedef struct fs_attr {
+	uint64_t ino;
+	uint32_t mode, nlink, uid, gid;
+	uint64_t size, blocks, rdev; /* blocks: 512-byte units actually allocated */
+	struct timespec atime, mtime, ctime;
+} fs_attr;
+
+/* fs_setattr's "to_set" bits */
+enum {
+	FS_SET_MODE = 1 << 0,
+	FS_SET_UID = 1 << 1,
+	FS_SET_GID = 1 << 2,
+	FS_SET_SIZE = 1 << 3,
+	FS_SET_ATIME = 1 << 4,
+	FS_SET_MTIME = 1 << 5,
+	FS_SET_ATIME_NOW = 1 << 6,
+	FS_SET_MTIME_NOW = 1 << 7,
+	FS_SET_CTIME = 1 << 8,
+	FS_SET_KILL_SUID = 1 << 9, /* clear set-user-ID (and set-group-ID if group-executable) */
+};
+
+/* Mount and unmount */
+/* Opens (and recovers) the store, makes the root directory if the store is
+ * new, reclaims orphans left by a crash; says what it did unless quiet. */
+int fs_mount(const char *store, const fs_options *o, fs **out);
+/* Flushes, checkpoints and closes (the next mount needs no redo). */
+int fs_unmount(fs *f);
+/* Makes every change so far durable (fsync, fdatasync, syncfs, fsyncdir). */
+int fs_sync(fs *f);
+/* Called every commit_ms by the daemon: the lazy-durability flush. */
+int fs_tick(fs *f);
+
+/* Names */
+int fs_lookup(fs *f, const fs_caller *c, uint64_t parent, const char *name, fs_attr *out);
+int fs_mknod(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev, fs_attr *out);
+int fs_mkdir(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, fs_attr *out);
+int fs_symlink(fs *f, const fs_caller *c, uint64_t parent, const char *name, const char *target, fs_attr *out);
+int fs_link(fs *f, const fs_caller *c, uint64_t ino, uint64_t newparent, const char *newname, fs_attr *out);
+int fs_unlink(fs *f, const fs_caller *c, uint64_t parent, const char *name);
+int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (linux/fs.h values) */
+int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint64_t newparent, const char *newname,
+	      unsigned flags);
+int fs_readlink(fs *f, uint64_t ino, char *buf, size_t size, size_t *len);
+
+/* Directories: calls fill for each entry after offset off, in order, until it
+ * returns nonzero (buffer full).  next_off resumes after that entry.
+ * Offsets 1 and 2 are "." and "..". */
+typedef int (*fs_fill_fn)(void *ctx, const char *name, const fs_attr *attr, uint64_t next_off);
+int fs_readdir(fs *f, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx);
+
+/* Attributes */
+int fs_getattr(fs *f, uint64_t ino, fs_attr *out);
+int fs_setattr(fs *f, const fs_caller *c, uint64_t ino, const fs_attr *in, unsigned to_set, fs_attr *out);
+
+/* Data */
+int fs_read(fs *f, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got);
+int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done);
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE */
+int fs_fallocate(fs *f, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* SEEK_DATA / SEEK_HOLE */
+int fs_lseek(fs *f, uint64_t ino, uint64_t off, int whence, uint64_t *out);
+
+/* Extended attributes: XATTR_CREATE / XATTR_REPLACE flags. */
+int fs_setxattr(fs *f, uint64_t ino, const char *name, const void *val, size_t size, int flags);
+/* size 0: *len gets the size only. -ERANGE if size is too small. */
+int fs_getxattr(fs *f, uint64_t ino, const char *name, void *val, size_t size, size_t *len);
+int fs_listxattr(fs *f, uint64_t ino, char *list, size_t size, size_t *len);
+int fs_removexattr(fs *f, uint64_t ino, const char *name);
+
+/* Lifetime: the kernel's references (lookup counts) and open files decide
+ * when an unlinked inode is reclaimed. */
+void fs_ref(fs *f, uint64_t ino, uint64_t nlookup);   /* a reply that gave the kernel a reference */
+void fs_forget(fs *f, uint64_t ino, uint64_t nlookup);
+int fs_opened(fs *f, uint64_t ino);
+void fs_released(fs *f, uint64_t ino);
+
+/* The file system */
+typedef struct fs_statfs {
+	uint64_t bsize, blocks, bfree, files, ffree, namemax;
+} fs_statfs;
+int fs_stat_fs(fs *f, fs_statfs *out);
+
+/* Counters for `tpfs stat`: operations served, engine statistics. */
+typedef struct fs_counters {
+	uint64_t ops[64];
+	uint64_t retries; /* calls retried after losing a deadlock */
+} fs_counters;
+void fs_count(fs *f, int op);
+void fs_counters_get(fs *f, fs_counters *out);
+/* A text report (engine statistics, recovery of this mount, operations). */
+int fs_report(fs *f, char *buf, size_t size);
+
+/* Checks every tree and the file-system invariants (link counts, reachable
+ * inodes, block ownership, sizes) of a store that is not mounted; prints
+ * problems to err; 0 when clean, -EUCLEAN when not. */
+int fs_check(const char *store, void *err /* FILE * */, int verbose);
+
+#endif
