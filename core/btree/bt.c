@@ -69,6 +69,7 @@ void bt_close(bt_tree *bt) { free(bt); }
 void bt_set_nolock(bt_tree *bt) { bt->nolock = 1; }
 uint64_t bt_root(const bt_tree *bt) { return bt->root; }
 size_t bt_max_key(const bt_tree *bt) { return bt->max_key; }
+size_t bt_value_page(const bt_tree *bt) { return bt->psize - BT_OVF_HDR; }
 
 /* A change to page pg: logged in t (as a CLR when clr), or unlogged. */
 static int bt_log(bt_tree *bt, txn *t, buf_page *pg, uint16_t op, const void *a, size_t len, int clr,
@@ -220,11 +221,12 @@ static int descend(bt_tree *bt, const void *key, size_t klen, unsigned target, i
 
 /* ---- overflow values ---- */
 
-/* Bytes at off of page pgno: a logged PAGE_SET in t, or unlogged. */
+/* Bytes at off of page pgno, just allocated by t: a logged PAGE_FILL, or
+ * unlogged without t. */
 static int raw_set(bt_tree *bt, txn *t, uint64_t pgno, uint32_t off, const void *data, size_t len)
 {
 	if (t)
-		return op_page_set(t, pgno, off, data, (uint32_t)len);
+		return op_page_fill(t, pgno, off, data, (uint32_t)len);
 	unsigned char *a = calloc(1, 4 + 2 * len);
 	buf_page *pg;
 	int rc;

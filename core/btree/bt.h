@@ -49,6 +49,8 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, size_t vlen, int flags);
 int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen);
 size_t bt_max_key(const bt_tree *bt);
+/* Values of this many bytes or fewer take at most one overflow page. */
+size_t bt_value_page(const bt_tree *bt);
 
 /* Cursors: positioned by key, so a split or a concurrent change never makes
  * them lose their place.  Returned pointers are valid until the next call. */

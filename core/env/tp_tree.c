@@ -131,6 +131,7 @@ void tp_tree_close(tp_tree *tr)
 }
 
 size_t tp_tree_max_key(const tp_tree *tr) { return bt_max_key(tr->bt); }
+size_t tp_tree_value_page(const tp_tree *tr) { return bt_value_page(tr->bt); }
 
 int tp_tree_drop(tp_env *env, const char *name)
 {

@@ -110,6 +110,8 @@ int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out);
 void tp_tree_close(tp_tree *tr);
 int tp_tree_drop(tp_env *env, const char *name);
 size_t tp_tree_max_key(const tp_tree *tr);
+/* The largest value that takes exactly one overflow page (a file block). */
+size_t tp_tree_value_page(const tp_tree *tr);
 /* *vlen is the whole value's length; at most cap bytes are copied. */
 int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 int tp_put(tp_txn *t, tp_tree *tr, const void *key, size_t klen, const void *val, size_t vlen, int flags);

@@ -67,6 +67,10 @@ int op_is_bitmap(uint32_t page_size, uint64_t pgno);
 
 /* Sets len bytes at off (an offset into the whole page, >= BUF_HDR). */
 int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
+/* Writes bytes into a page this transaction has just allocated and nobody
+ * else can reach yet: logged without a before-image (its undo is the undo
+ * of the allocation, which frees the page). */
+int op_page_fill(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
 /* Allocates a page and initializes it (zeroed body, the given type). */
 int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno);
 int op_page_free(txn *t, uint64_t pgno);
@@ -79,6 +83,8 @@ int op_page_allocated(buf_pool *bp, uint64_t pgno, int *allocated);
 /* The redo/undo/print functions named in ops.def */
 int op_fpi_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int op_set_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+int op_fill_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
+void op_fill_print(FILE *out, const log_rec *r);
 int op_init_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int op_alloc_redo(unsigned char *page, uint32_t page_size, const log_rec *r);
 int op_free_redo(unsigned char *page, uint32_t page_size, const log_rec *r);

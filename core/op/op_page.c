@@ -11,6 +11,7 @@
  *
  * Record payloads
  *   PAGE_SET    u16 off, u16 len, len bytes before-image, len bytes after
+ *   PAGE_FILL   u16 off, the bytes (a page just allocated: no before-image)
  *   PAGE_INIT   u16 page type
  *   PAGE_ALLOC  u32 bit     (PAGE_FREE the same)
  *   FPI         the whole page
@@ -62,6 +63,14 @@ int op_set_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
 	return 0;
 bad:
 	return util_err(TP_ECORRUPT, "log: PAGE_SET at LSN %" PRIu64 " does not fit page %" PRIu64, r->lsn, r->pgno);
+}
+
+int op_fill_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
+{
+	if (r->len < 2 || util_get16(r->data) < BUF_HDR || util_get16(r->data) + (uint64_t)r->len - 2 > page_size)
+		return util_err(TP_ECORRUPT, "log: PAGE_FILL at LSN %" PRIu64 " does not fit page %" PRIu64, r->lsn, r->pgno);
+	memcpy(page + util_get16(r->data), (const unsigned char *)r->data + 2, r->len - 2);
+	return 0;
 }
 
 int op_init_redo(unsigned char *page, uint32_t page_size, const log_rec *r)
@@ -150,6 +159,12 @@ void op_set_print(FILE *out, const log_rec *r)
 	}
 }
 
+void op_fill_print(FILE *out, const log_rec *r)
+{
+	if (r->len >= 2)
+		fprintf(out, " off %u len %" PRIu32, util_get16(r->data), r->len - 2);
+}
+
 void op_init_print(FILE *out, const log_rec *r)
 {
 	if (r->len == 2)
@@ -218,6 +233,28 @@ int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t 
 		memcpy(a + 4, buf_data(pg) + off, len);
 		memcpy(a + 4 + len, data, len);
 		rc = txn_update(t, pg, OP_PAGE_SET, a, 4 + 2 * len);
+		buf_put(bp, pg);
+	}
+	free(a);
+	return rc;
+}
+
+int op_page_fill(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len)
+{
+	buf_pool *bp = txn_pool(t);
+	uint32_t ps = buf_page_size(bp);
+	buf_page *pg;
+	unsigned char *a;
+	int rc;
+	if (off < BUF_HDR || off > ps || len > ps - off || off > 65535)
+		return util_err(TP_EINVAL, "fill of page %" PRIu64 ": range %" PRIu32 "+%" PRIu32 " is outside the body",
+				pgno, off, len);
+	if (!(a = malloc(2 + (size_t)len)))
+		return ENOMEM;
+	util_put16(a, (uint16_t)off);
+	memcpy(a + 2, data, len);
+	if ((rc = buf_get(bp, pgno, BUF_X, &pg)) == 0) {
+		rc = txn_update(t, pg, OP_PAGE_FILL, a, 2 + len);
 		buf_put(bp, pg);
 	}
 	free(a);
