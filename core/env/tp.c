@@ -280,6 +280,23 @@ void tp_crash_close(tp_env *env)
 	env_free(env);
 }
 
+int tp_clean(tp_env *env)
+{
+	const store_master *m = store_master_get(env->st);
+	log_scan *s;
+	log_rec r;
+	int clean = 1;
+	if (log_scan_open(env->lg, m->ckpt_lsn, &s) != 0)
+		return 0;
+	while (log_scan_next(s, &r) == 0)
+		if (r.lsn != m->ckpt_lsn) {
+			clean = 0;
+			break;
+		}
+	log_scan_close(s);
+	return clean;
+}
+
 int tp_sync(tp_env *env) { return log_flush(env->lg, log_end(env->lg)); }
 
 /* ---- transactions ---- */

@@ -57,6 +57,9 @@ int tp_close(tp_env *env);
 /* Closes without flushing or checkpointing, as if the process died (tests). */
 void tp_crash_close(tp_env *env);
 int tp_checkpoint(tp_env *env);
+/* 1 if nothing was logged after the last checkpoint (closed cleanly, or
+ * recovered): a read-only open then sees the committed state exactly. */
+int tp_clean(tp_env *env);
 /* Makes every committed transaction durable (commits already are; this is
  * for transactions committed with TP_COMMIT_NOSYNC). */
 int tp_sync(tp_env *env);

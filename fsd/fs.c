@@ -1,0 +1,547 @@
+/*
+ * fs -- the file-system layer: mounting, the transaction of each call,
+ * inode records and locks, the kernel's references and orphans, statfs,
+ * counters.  Names are in fs_dir.c, data in fs_data.c, xattrs in
+ * fs_xattr.c, the offline checker in fs_check.c.
+ *
+ * Invariants
+ *   F1  Every call is one engine transaction: a crash leaves it whole or
+ *       absent (DESIGN: "every call is atomic").
+ *   F2  A call locks every inode it reads (S) or changes (X) before it
+ *       touches one of its records, in ascending inode order (fs_lock_all),
+ *       or releases all its locks and starts over when it learns of an inode
+ *       below one it holds; so calls never deadlock among themselves.  A
+ *       transaction that loses a deadlock anyway (an engine lock taken in
+ *       another order) is rolled back and the call retried.
+ *   F3  An inode with no links is freed only when the kernel holds no
+ *       reference and no file is open on it; until then it is in the orphan
+ *       tree, which the next mount empties after a crash.
+ *   F4  Durability is lazy: calls commit without waiting for the log, and
+ *       fs_tick (every commit_interval) or fs_sync makes them durable; with
+ *       -o sync every call commits durably.
+ */
+#include "fs_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+int fs_errno(int rc)
+{
+	switch (rc) {
+	case 0: return 0;
+	case TP_ENOTFOUND: return -ENOENT;
+	case TP_EDEADLOCK:
+	case TP_EROLLBACK: return -EDEADLK;
+	case TP_ETIMEOUT: return -ETIMEDOUT;
+	case TP_EINVAL: return -EINVAL;
+	case TP_ECORRUPT:
+	case TP_EPANIC:
+	case TP_EVERSION:
+	case TP_EBADSTORE: return -EIO;
+	default: return rc > 0 ? -rc : -EIO;
+	}
+}
+
+int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
+{
+	int rc = 0;
+	for (int attempt = 0; attempt < 1000; attempt++) {
+		fs_op op = {.f = f};
+		if ((rc = tp_begin(f->env, &op.t)) != 0)
+			return rc;
+		rc = fn(&op, arg);
+		if (rc == 0)
+			rc = tp_commit(op.t, f->opt.sync ? 0 : TP_COMMIT_NOSYNC);
+		else
+			(void)tp_abort(op.t);
+		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
+			return rc;
+		pthread_mutex_lock(&f->mu);
+		f->ctr.retries++;
+		pthread_mutex_unlock(&f->mu);
+	}
+	return rc;
+}
+
+/* ---- locks ---- */
+
+int fs_lock(fs_op *op, uint64_t ino, int mode)
+{
+	unsigned char name[9] = {'I'};
+	fs_be64(name + 1, ino);
+	return tp_lock(op->t, name, sizeof name, mode);
+}
+
+int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode)
+{
+	uint64_t s[8];
+	int m = 0, rc;
+	for (int i = 0; i < n && m < 8; i++)
+		if (v[i])
+			s[m++] = v[i];
+	for (int i = 1; i < m; i++) /* insertion sort: a handful */
+		for (int j = i; j > 0 && s[j - 1] > s[j]; j--) {
+			uint64_t x = s[j];
+			s[j] = s[j - 1];
+			s[j - 1] = x;
+		}
+	for (int i = 0; i < m; i++)
+		if ((i == 0 || s[i] != s[i - 1]) && (rc = fs_lock(op, s[i], mode)) != 0)
+			return rc;
+	return 0;
+}
+
+/* ---- inode records ---- */
+
+void fs_now(struct timespec *ts) { clock_gettime(CLOCK_REALTIME, ts); }
+
+int fs_iget(fs_op *op, uint64_t ino, fs_inode *in)
+{
+	unsigned char k[8], v[FS_INODE_BYTES];
+	size_t vl;
+	int rc;
+	fs_le64(k, ino);
+	if ((rc = tp_get(op->t, op->f->inodes, k, 8, v, sizeof v, &vl)) != 0)
+		return rc == TP_ENOTFOUND ? ENOENT : rc;
+	if (vl != FS_INODE_BYTES)
+		return TP_ECORRUPT;
+	in->ino = ino;
+	memcpy(&in->mode, v, 4);
+	memcpy(&in->nlink, v + 4, 4);
+	memcpy(&in->uid, v + 8, 4);
+	memcpy(&in->gid, v + 12, 4);
+	memcpy(&in->size, v + 16, 8);
+	memcpy(&in->blocks, v + 24, 8);
+	memcpy(&in->rdev, v + 32, 8);
+	int64_t s;
+	uint32_t ns;
+	memcpy(&s, v + 40, 8);
+	memcpy(&ns, v + 48, 4);
+	in->atime = (struct timespec){.tv_sec = s, .tv_nsec = ns};
+	memcpy(&ns, v + 52, 4);
+	memcpy(&s, v + 56, 8);
+	in->mtime = (struct timespec){.tv_sec = s, .tv_nsec = ns};
+	memcpy(&s, v + 64, 8);
+	memcpy(&ns, v + 72, 4);
+	in->ctime = (struct timespec){.tv_sec = s, .tv_nsec = ns};
+	memcpy(&in->parent, v + 80, 8);
+	return 0;
+}
+
+int fs_iput(fs_op *op, const fs_inode *in)
+{
+	unsigned char k[8], v[FS_INODE_BYTES] = {0};
+	int64_t s;
+	uint32_t ns;
+	fs_le64(k, in->ino);
+	memcpy(v, &in->mode, 4);
+	memcpy(v + 4, &in->nlink, 4);
+	memcpy(v + 8, &in->uid, 4);
+	memcpy(v + 12, &in->gid, 4);
+	memcpy(v + 16, &in->size, 8);
+	memcpy(v + 24, &in->blocks, 8);
+	memcpy(v + 32, &in->rdev, 8);
+	s = in->atime.tv_sec;
+	ns = (uint32_t)in->atime.tv_nsec;
+	memcpy(v + 40, &s, 8);
+	memcpy(v + 48, &ns, 4);
+	s = in->mtime.tv_sec;
+	ns = (uint32_t)in->mtime.tv_nsec;
+	memcpy(v + 52, &ns, 4);
+	memcpy(v + 56, &s, 8);
+	s = in->ctime.tv_sec;
+	ns = (uint32_t)in->ctime.tv_nsec;
+	memcpy(v + 64, &s, 8);
+	memcpy(v + 72, &ns, 4);
+	memcpy(v + 80, &in->parent, 8);
+	return tp_put(op->t, op->f->inodes, k, 8, v, sizeof v, 0);
+}
+
+void fs_iattr(const fs *f, const fs_inode *in, fs_attr *a)
+{
+	(void)f;
+	a->ino = in->ino;
+	a->mode = in->mode;
+	a->nlink = in->nlink;
+	a->uid = in->uid;
+	a->gid = in->gid;
+	a->size = in->size;
+	a->blocks = in->blocks * ((f->bsize + 28) / 512); /* each block is one page on disk */
+	a->rdev = in->rdev;
+	a->atime = in->atime;
+	a->mtime = in->mtime;
+	a->ctime = in->ctime;
+}
+
+uint64_t fs_new_ino(fs *f)
+{
+	pthread_mutex_lock(&f->mu);
+	uint64_t ino = f->next_ino++;
+	pthread_mutex_unlock(&f->mu);
+	return ino;
+}
+
+int fs_ifree(fs_op *op, uint64_t ino)
+{
+	fs_inode in;
+	unsigned char k[8];
+	int rc;
+	if ((rc = fs_iget(op, ino, &in)) != 0)
+		return rc == ENOENT ? 0 : rc;
+	if ((rc = fs_data_drop_all(op, &in)) != 0 || (rc = fs_xattr_drop_all(op, ino)) != 0)
+		return rc;
+	fs_le64(k, ino);
+	if ((rc = tp_del(op->t, op->f->inodes, k, 8)) != 0)
+		return rc;
+	rc = tp_del(op->t, op->f->orphans, k, 8);
+	return rc == TP_ENOTFOUND ? 0 : rc;
+}
+
+/* ---- the kernel's references and open files (F3) ---- */
+
+static fs_refent *ref_find(fs *f, uint64_t ino, int create)
+{
+	fs_refent **pp = &f->refs[ino % FS_REF_BUCKETS];
+	for (fs_refent *r = *pp; r; r = r->next)
+		if (r->ino == ino)
+			return r;
+	if (!create)
+		return NULL;
+	fs_refent *r = calloc(1, sizeof *r);
+	if (r) {
+		r->ino = ino;
+		r->next = *pp;
+		*pp = r;
+	}
+	return r;
+}
+
+static void ref_drop(fs *f, fs_refent *r)
+{
+	fs_refent **pp = &f->refs[r->ino % FS_REF_BUCKETS];
+	while (*pp != r)
+		pp = &(*pp)->next;
+	*pp = r->next;
+	free(r);
+}
+
+int fs_is_referenced(fs *f, uint64_t ino)
+{
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 0);
+	int yes = r && (r->nlookup || r->nopen);
+	pthread_mutex_unlock(&f->mu);
+	return yes;
+}
+
+static int reclaim_fn(fs_op *op, void *arg)
+{
+	uint64_t ino = *(uint64_t *)arg;
+	fs_inode in;
+	int rc;
+	if ((rc = fs_lock(op, ino, TP_LOCK_X)) != 0)
+		return rc;
+	if ((rc = fs_iget(op, ino, &in)) != 0)
+		return rc == ENOENT ? 0 : rc;
+	if (in.nlink > 0 || fs_is_referenced(op->f, ino))
+		return 0; /* linked again, or looked up again meanwhile */
+	return fs_ifree(op, ino);
+}
+
+/* The last reference went: free the inode if it is an orphan. */
+static void maybe_reclaim(fs *f, uint64_t ino)
+{
+	unsigned char k[8];
+	size_t vl;
+	fs_le64(k, ino);
+	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
+		return;
+	int rc = fs_run(f, reclaim_fn, &ino);
+	if (rc && !f->opt.quiet)
+		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
+			ino, tp_strerror(rc), tp_errmsg());
+}
+
+void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
+{
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 1);
+	if (r)
+		r->nlookup += nlookup;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen)
+{
+	int last = 0;
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 0);
+	if (r) {
+		r->nlookup -= nlookup < r->nlookup ? nlookup : r->nlookup;
+		r->nopen -= nopen < r->nopen ? nopen : r->nopen;
+		if (!r->nlookup && !r->nopen) {
+			ref_drop(f, r);
+			last = 1;
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (last)
+		maybe_reclaim(f, ino);
+}
+
+void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0); }
+void fs_released(fs *f, uint64_t ino) { unref(f, ino, 0, 1); }
+
+int fs_opened(fs *f, uint64_t ino)
+{
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 1);
+	if (r)
+		r->nopen++;
+	pthread_mutex_unlock(&f->mu);
+	return r ? 0 : -ENOMEM;
+}
+
+/* ---- mount ---- */
+
+static int open_tree(fs *f, const char *name, int flags, tp_tree **out)
+{
+	int rc = tp_tree_open(f->env, name, flags | TP_TREE_NOLOCK | (f->opt.readonly ? 0 : TP_TREE_CREATE), out);
+	if (rc)
+		fprintf(stderr, "tpfsd: %s: tree '%s': %s\n", f->store, name, tp_errmsg());
+	return rc;
+}
+
+static int mkroot_fn(fs_op *op, void *arg)
+{
+	fs_inode root = {.ino = FS_ROOT_INO, .mode = S_IFDIR | 0755, .nlink = 2, .parent = FS_ROOT_INO};
+	(void)arg;
+	fs_now(&root.ctime);
+	root.atime = root.mtime = root.ctime;
+	return fs_iput(op, &root);
+}
+
+static int orphan_fn(fs_op *op, void *arg)
+{
+	uint64_t ino = *(uint64_t *)arg;
+	int rc = fs_lock(op, ino, TP_LOCK_X);
+	return rc ? rc : fs_ifree(op, ino);
+}
+
+int fs_mount(const char *store, const fs_options *o, fs **out)
+{
+	fs *f = calloc(1, sizeof *f);
+	tp_options to;
+	tp_cursor *c = NULL;
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	if (o)
+		f->opt = *o;
+	if (!f->opt.commit_ms)
+		f->opt.commit_ms = 1000;
+	pthread_mutex_init(&f->mu, NULL);
+	f->store = strdup(store);
+	tp_options_init(&to);
+	if (f->opt.cache_pages) {
+		to.cache_pages = f->opt.cache_pages;
+	} else {
+		long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+		uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (1ull << 30);
+		uint64_t want = ram / 8 > (4ull << 30) ? (4ull << 30) : ram / 8;
+		to.cache_pages = (size_t)(want / 4096);
+	}
+	to.readonly = f->opt.readonly;
+	to.quiet = f->opt.quiet;
+	if ((rc = tp_open(store, &to, &f->env)) != 0) {
+		fprintf(stderr, "tpfsd: %s: %s\n", store, tp_errmsg());
+		goto err;
+	}
+	if ((rc = open_tree(f, "inode", TP_TREE_U64, &f->inodes)) != 0 ||
+	    (rc = open_tree(f, "dirent", 0, &f->dirents)) != 0 || (rc = open_tree(f, "data", 0, &f->data)) != 0 ||
+	    (rc = open_tree(f, "xattr", 0, &f->xattrs)) != 0 ||
+	    (rc = open_tree(f, "orphan", TP_TREE_U64, &f->orphans)) != 0)
+		goto err;
+	f->bsize = tp_tree_value_page(f->data);
+	/* inode numbers are never reused: continue after the largest */
+	if ((rc = tp_cursor_open(NULL, f->inodes, &c)) != 0)
+		goto err;
+	rc = tp_cursor_seek(c, NULL, 0, TP_LAST);
+	if (rc == 0) {
+		const void *k;
+		tp_cursor_get(c, &k, NULL, NULL, NULL);
+		uint64_t last;
+		memcpy(&last, k, 8);
+		f->next_ino = last + 1;
+	} else if (rc == TP_ENOTFOUND) {
+		f->next_ino = FS_ROOT_INO + 1;
+		if (f->opt.readonly) {
+			fprintf(stderr, "tpfsd: %s: the store has no file system yet and is mounted read-only\n", store);
+			rc = TP_EBADSTORE;
+			goto err;
+		}
+		if ((rc = fs_run(f, mkroot_fn, NULL)) != 0 || (rc = tp_sync(f->env)) != 0)
+			goto err;
+	} else {
+		goto err;
+	}
+	tp_cursor_close(c);
+	c = NULL;
+	/* F3: orphans of the previous mount */
+	if (!f->opt.readonly) {
+		for (;;) {
+			uint64_t ino;
+			if ((rc = tp_cursor_open(NULL, f->orphans, &c)) != 0)
+				goto err;
+			rc = tp_cursor_seek(c, NULL, 0, TP_FIRST);
+			if (rc == 0) {
+				const void *k;
+				tp_cursor_get(c, &k, NULL, NULL, NULL);
+				memcpy(&ino, k, 8);
+			}
+			tp_cursor_close(c);
+			c = NULL;
+			if (rc == TP_ENOTFOUND)
+				break;
+			if (rc || (rc = fs_run(f, orphan_fn, &ino)) != 0)
+				goto err;
+			f->orphans_reclaimed++;
+		}
+		if (f->orphans_reclaimed && (rc = tp_sync(f->env)) != 0)
+			goto err;
+	}
+	if (!f->opt.quiet) {
+		tp_stats st;
+		tp_stats_get(f->env, &st);
+		fprintf(stderr, "tpfsd: %s: mounted (%s); %" PRIu64 " unlinked files reclaimed\n", store,
+			st.rec_redone || st.rec_losers ? "recovered from the log" : "clean", f->orphans_reclaimed);
+	}
+	*out = f;
+	return 0;
+err:
+	tp_cursor_close(c);
+	if (f->env) {
+		tp_tree_close(f->inodes);
+		tp_tree_close(f->dirents);
+		tp_tree_close(f->data);
+		tp_tree_close(f->xattrs);
+		tp_tree_close(f->orphans);
+		tp_close(f->env);
+	}
+	free(f->store);
+	free(f);
+	return fs_errno(rc);
+}
+
+int fs_unmount(fs *f)
+{
+	tp_tree_close(f->inodes);
+	tp_tree_close(f->dirents);
+	tp_tree_close(f->data);
+	tp_tree_close(f->xattrs);
+	tp_tree_close(f->orphans);
+	int rc = tp_close(f->env);
+	if (rc)
+		fprintf(stderr, "tpfsd: %s: unmount: %s\n", f->store, tp_errmsg());
+	for (int i = 0; i < FS_REF_BUCKETS; i++)
+		while (f->refs[i]) {
+			fs_refent *r = f->refs[i];
+			f->refs[i] = r->next;
+			free(r);
+		}
+	pthread_mutex_destroy(&f->mu);
+	free(f->store);
+	free(f);
+	return fs_errno(rc);
+}
+
+int fs_sync(fs *f) { return f->opt.readonly ? 0 : fs_errno(tp_sync(f->env)); }
+int fs_tick(fs *f) { return fs_sync(f); }
+
+/* ---- attributes of inodes ---- */
+
+typedef struct getattr_arg {
+	uint64_t ino;
+	fs_attr *out;
+} getattr_arg;
+
+static int getattr_fn(fs_op *op, void *arg)
+{
+	getattr_arg *a = arg;
+	fs_inode in;
+	int rc;
+	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+		return rc;
+	fs_iattr(op->f, &in, a->out);
+	return 0;
+}
+
+int fs_getattr(fs *f, uint64_t ino, fs_attr *out)
+{
+	getattr_arg a = {ino, out};
+	return fs_errno(fs_run(f, getattr_fn, &a));
+}
+
+/* ---- the file system ---- */
+
+int fs_stat_fs(fs *f, fs_statfs *out)
+{
+	struct statvfs sv;
+	tp_stats st;
+	memset(out, 0, sizeof *out);
+	if (statvfs(f->store, &sv) != 0)
+		return -errno;
+	tp_stats_get(f->env, &st);
+	out->bsize = 4096;
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize / 4096;
+	pthread_mutex_lock(&f->mu);
+	uint64_t files = f->next_ino;
+	pthread_mutex_unlock(&f->mu);
+	out->bfree = avail;
+	out->blocks = (uint64_t)sv.f_blocks * sv.f_frsize / 4096;
+	out->files = files + (1ull << 32);
+	out->ffree = 1ull << 32;
+	out->namemax = FS_NAME_MAX;
+	return 0;
+}
+
+void fs_count(fs *f, int op)
+{
+	if (op < 0 || op >= 64)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->ctr.ops[op]++;
+	pthread_mutex_unlock(&f->mu);
+}
+
+void fs_counters_get(fs *f, fs_counters *out)
+{
+	pthread_mutex_lock(&f->mu);
+	*out = f->ctr;
+	pthread_mutex_unlock(&f->mu);
+}
+
+int fs_report(fs *f, char *buf, size_t size)
+{
+	tp_stats s;
+	tp_stats_get(f->env, &s);
+	uint64_t hit = s.cache_hits + s.cache_misses ? 100 * s.cache_hits / (s.cache_hits + s.cache_misses) : 100;
+	int n = snprintf(buf, size,
+			 "store %s\n"
+			 "transactions: %" PRIu64 " committed, %" PRIu64 " rolled back, %" PRIu64 " retried after a deadlock\n"
+			 "log: %" PRIu64 " records, %" PRIu64 " bytes, %" PRIu64 " flushes, %" PRIu64 " page images\n"
+			 "cache: %" PRIu64 "%% hits (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " page reads, %" PRIu64
+			 " page writes, %" PRIu64 " checkpoints\n"
+			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
+			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
+			 f->store, s.commits, s.aborts, f->ctr.retries, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
+			 hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes, s.checkpoints, s.rec_records,
+			 s.rec_redone, s.rec_losers, s.rec_ms, f->orphans_reclaimed);
+	return n < 0 ? -EIO : n;
+}
