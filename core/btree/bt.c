@@ -317,14 +317,15 @@ static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t kl
 static int collapse_root(bt_tree *bt, txn *t);
 static size_t used_bytes(const bt_tree *bt, const unsigned char *p);
 
-/* Where to split page p (n >= 2 cells, or an append): the first slot that
- * moves right.  For an append (insertion past the last cell of the right
- * edge) everything stays left. */
+/* Where to split page p (n >= 4 cells, P5): the first slot that moves
+ * right.  For an append (an insertion past the last cell of the rightmost
+ * leaf: keys arriving in order) only the last cell moves, so the pages left
+ * behind stay full (LIBTP's uneven split). */
 static unsigned split_point(const unsigned char *p, unsigned ins, int append)
 {
 	unsigned n = bt_nslots(p), level = bt_level(p);
 	if (append && ins == n && !bt_right(p) && level == 0)
-		return n;
+		return n - 1;
 	size_t total = 0, half, acc = 0;
 	for (unsigned i = 0; i < n; i++)
 		total += bt_csize(bt_ccell(p, i), level) + 2;
@@ -402,30 +403,13 @@ static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 
 	bt_shape_of(p, &old);
 	unsigned k = split_point(p, ins, append);
-	size_t seplen;
-	if (k == n) { /* append: the new sibling starts empty; its fence is just past the last key */
-		const unsigned char *c = bt_ccell(p, n - 1);
-		seplen = bt_cklen(c) + 1;
-		if (bt->cmp != BT_CMP_BYTES || seplen > bt->max_key || bt_free_space(p) < seplen) {
-			k = split_point(p, ins, 0);
-		} else {
-			if (!(sep = malloc(seplen))) {
-				rc = ENOMEM;
-				goto out;
-			}
-			memcpy(sep, bt_ckey(c), bt_cklen(c));
-			sep[seplen - 1] = 0; /* the least key above the last one, bytewise */
-		}
+	const unsigned char *kc = bt_ccell(p, k);
+	size_t seplen = bt_cklen(kc);
+	if (!(sep = malloc(seplen + 1))) {
+		rc = ENOMEM;
+		goto out;
 	}
-	if (!sep) {
-		const unsigned char *c = bt_ccell(p, k);
-		seplen = bt_cklen(c);
-		if (!(sep = malloc(seplen + 1))) {
-			rc = ENOMEM;
-			goto out;
-		}
-		memcpy(sep, bt_ckey(c), seplen);
-	}
+	memcpy(sep, bt_ckey(kc), seplen);
 	unsigned move = level ? k + 1 : k; /* internal: cell k moves up */
 	uint64_t mid_child = level ? bt_cchild(bt_ccell(p, k)) : 0;
 	if (!(cells = cells_of(p, 0, n))) {
@@ -564,7 +548,7 @@ static int rewrite_page(bt_tree *bt, txn *t, buf_page *pg, const bt_shape *s, co
 }
 
 /* Absorbs the right sibling R of the page L at `level` that covers key into
- * L, when both fit in three quarters of a page: a nested top action that
+ * L, when both fit in one page: a nested top action that
  * (1) drops R's entry from their parent P (redo-only: R stays reachable from
  * L's right link, a correct tree), (2) rewrites L with R's cells, high key
  * and right link, (3) frees R, then ends with a dummy CLR; a crash before
@@ -604,8 +588,8 @@ static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t kl
 	size_t seplen = bt_cklen(rentry);
 	size_t need = used_bytes(bt, l) + used_bytes(bt, r) + (level ? BT_CELL_HDR + seplen + 8 + 2 : 0) +
 		      (bt_lo_inf(l) ? 0 : util_get16(l + BT_H_LOLEN)) + (bt_hk_inf(r) ? 0 : util_get16(r + BT_H_HKLEN));
-	if (need > (bt->psize - BT_HDR) * 3 / 4)
-		goto out;
+	if (need > bt->psize - BT_HDR)
+		goto out; /* does not fit in one page */
 	unsigned nl = bt_nslots(l), nr = bt_nslots(r), nc = 0;
 	if (!(cells = malloc((nl + nr + 1) * sizeof *cells)) || !(sepcell = malloc(BT_CELL_HDR + seplen + 8))) {
 		rc = ENOMEM;
@@ -899,7 +883,7 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old, &oldlen, NULL);
 	if (rc == 0 && old && bt_covf(old)) /* the replaced value's pages */
 		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
-	if (rc && ovf && !t)
+	if (rc && ovf) /* the new value's pages, written before the leaf refused it */
 		(void)ovf_free(bt, t, ovf);
 out:
 	free(old);

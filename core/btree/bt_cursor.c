@@ -191,7 +191,14 @@ static int step(bt_cursor *c, int how, const void *key, size_t klen)
 		case BT_LAST: rc = find_bwd(c, NULL, 0, 0); break;
 		case BT_SEEK_GE: rc = find_fwd(c, key, klen, 0); break;
 		case BT_SEEK_GT: rc = find_fwd(c, key, klen, 1); break;
-		case BT_SEEK_LE: rc = find_bwd(c, key, klen, 1); break;
+		case BT_SEEK_LE: /* the key itself, else the last one below it */
+			rc = find_fwd(c, key, klen, 0);
+			if (rc == 0 && bt_cmp(c->bt->cmp, c->key, c->klen, key, klen) == 0)
+				break;
+			if (rc && rc != TP_ENOTFOUND)
+				break;
+			rc = find_bwd(c, key, klen, 0);
+			break;
 		case BT_SEEK_LT: rc = find_bwd(c, key, klen, 0); break;
 		default: return util_err(TP_EINVAL, "btree cursor: bad seek mode %d", how);
 		}

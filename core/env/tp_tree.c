@@ -71,16 +71,15 @@ int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out)
 		return ENOMEM;
 	tr->env = env;
 	if (env->opt.readonly) {
-		if ((rc = catalog(env, NULL, 0, &cat)) != 0)
-			goto err;
-		rc = bt_get(cat, NULL, name, nlen, v, sizeof v, &vlen);
+		if ((rc = catalog(env, NULL, 0, &cat)) == 0)
+			rc = bt_get(cat, NULL, name, nlen, v, sizeof v, &vlen);
 	} else {
 		if ((rc = txn_begin(env->tm, &t)) != 0)
 			goto err;
-		if ((rc = txn_lock(t, cat_lock, sizeof cat_lock - 1, LOCK_X)) != 0 ||
-		    (rc = catalog(env, t, flags & TP_TREE_CREATE, &cat)) != 0)
+		if ((rc = txn_lock(t, cat_lock, sizeof cat_lock - 1, LOCK_X)) != 0)
 			goto err;
-		rc = bt_get(cat, t, name, nlen, v, sizeof v, &vlen);
+		if ((rc = catalog(env, t, flags & TP_TREE_CREATE, &cat)) == 0)
+			rc = bt_get(cat, t, name, nlen, v, sizeof v, &vlen);
 	}
 	if (rc == TP_ENOTFOUND && (flags & TP_TREE_CREATE) && t) {
 		uint64_t root;

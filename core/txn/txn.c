@@ -59,6 +59,7 @@ struct txn {
 	uint64_t undo_next;  /* T4 */
 	int ended;           /* its COMMIT or ABORT record is in the log */
 	int doomed;          /* a deadlock victim or timed out: may only abort */
+	int rolling_back;    /* in rollback: compensations go on even if doomed */
 	lock_owner *locks;   /* its locks, released at commit or abort */
 	uint64_t *freed;     /* T5: under tm->mu */
 	size_t nfreed, cfreed;
@@ -243,7 +244,7 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 
 int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
-	if (t->doomed)
+	if (t->doomed && !t->rolling_back)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
 	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
 	return apply(t, pg, &r);
@@ -298,6 +299,7 @@ static int rollback(txn *t)
 	uint64_t lsn = t->undo_next;
 	int rc = 0;
 
+	t->rolling_back = 1;
 	while (lsn) {
 		log_rec r;
 		void *buf;
