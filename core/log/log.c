@@ -107,6 +107,7 @@ struct log_mgr {
 	int active;           /* open transactions (atomic; log_active) */
 	pthread_cond_t gcv;   /* a committer joined the group */
 	uint64_t flush_ns;    /* moving average of write+sync time */
+	int last_group;       /* committers covered by the last flush */
 	uint64_t written;     /* bytes below are in the files */
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
@@ -369,6 +370,12 @@ static int put_locked(log_mgr *lg, log_rec *r)
 		if ((rc = flush_locked(lg, lg->last, 0)) != 0)
 			return rc;
 	}
+	/* every check that can fail comes before the buffer changes (W6) */
+	uint64_t start = pad ? norm(lg, pos + pad) : pos, end = norm(lg, start + size);
+	if (!lg->readonly && pad && (rc = seg_ensure(lg, start / lg->seg)) != 0)
+		return rc;
+	if (!lg->readonly && end / lg->seg != start / lg->seg && (rc = seg_ensure(lg, end / lg->seg)) != 0)
+		return rc;
 	if (pad) { /* pad to the end of the segment */
 		unsigned char *b = lg->buf + (pos - lg->buf_lsn);
 		memset(b, 0, pad + LOG_SEG_HDR);
@@ -376,18 +383,14 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			log_rec skip = {.lsn = pos, .pgno = LOG_NOPAGE};
 			rec_encode(b, pad, lg->last, &skip);
 		}
-		pos = lg->end = norm(lg, pos + pad);
-		if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
-			return rc;
+		pos = lg->end = start;
 	}
 	r->lsn = pos;
 	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
 	lg->last = pos;
-	lg->end = norm(lg, pos + size);
+	lg->end = end;
 	if (lg->end > pos + size) /* tail too short for a header, and the next segment's header */
 		memset(lg->buf + (pos + size - lg->buf_lsn), 0, lg->end - pos - size);
-	if (!lg->readonly && lg->end / lg->seg != pos / lg->seg && (rc = seg_ensure(lg, lg->end / lg->seg)) != 0)
-		return rc;
 	lg->st.records++;
 	lg->st.bytes += size;
 	return 0;
@@ -467,7 +470,9 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 static void gather_group(log_mgr *lg)
 {
 	int active = __atomic_load_n(&lg->active, __ATOMIC_RELAXED);
-	if (active <= 1 || lg->nwait + 1 >= active)
+	/* only when the last group was a group: a lone committer beside idle
+	 * transactions (a long one, a shell's) never waits */
+	if (active <= 1 || lg->nwait + 1 >= active || lg->last_group <= 1)
 		return;
 	uint64_t delay = lg->flush_ns / 2;
 	if (delay > 2000000)
@@ -509,6 +514,7 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather)
 		}
 		if (gather)
 			gather_group(lg);
+		lg->last_group = lg->nwait + 1;
 		/* become the flusher: take the buffer, leave the spare */
 		unsigned char *b = lg->buf;
 		size_t bc = lg->cap;

@@ -336,7 +336,11 @@ int txn_abort(txn *t)
 {
 	txn_mgr *tm = t->tm;
 	int rc = 0;
-	if (t->last_lsn) {
+	if (t->last_lsn && log_panicked(tm->lg)) {
+		/* the log may have lost records rollback needs; the next open rolls it back */
+		rc = util_err(TP_EPANIC, "transaction %" PRIu64 ": the store had a write failure; "
+					 "the next open rolls it back", t->id);
+	} else if (t->last_lsn) {
 		if ((rc = rollback(t)) == 0) {
 			log_rec r = {.pgno = LOG_NOPAGE, .type = OP_ABORT};
 			rc = txn_log(t, &r);

@@ -130,9 +130,16 @@ static int child_main(void *arg)
 	if (x->kind == RUN_VERIFY) {
 		wl_check_opts co = {.seed = x->sim_seed, .extra_txn = 1};
 		wl_check_result res;
-		if (wl_check(x->store, x->c, x->base, x->oracle, &co, &res, err, sizeof err) != 0 ||
-		    wl_leak_check(err, sizeof err) != 0) {
+		size_t h0 = wl_heap_bytes();
+		if (wl_check(x->store, x->c, x->base, x->oracle, &co, &res, err, sizeof err) != 0) {
 			snprintf(x->sh->msg, sizeof x->sh->msg, "%s", err);
+			return CHILD_FAIL;
+		}
+		iosim_uninstall();
+		size_t h1 = wl_heap_bytes();
+		if (h1 > h0) {
+			snprintf(x->sh->msg, sizeof x->sh->msg,
+				 "the engine leaked %zu bytes in recovery, reopen and close", h1 - h0);
 			return CHILD_FAIL;
 		}
 		x->sh->val[0] = res.rec_redone;

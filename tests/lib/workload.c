@@ -47,14 +47,14 @@
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#define WL_LSAN 1
+#define WL_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define WL_LSAN 1
+#define WL_ASAN 1
 #endif
 #endif
-#ifdef WL_LSAN
-int __lsan_do_recoverable_leak_check(void);
+#ifdef WL_ASAN
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 const char *const wl_points[WL_NPOINTS] = {
@@ -1399,14 +1399,20 @@ const char *wl_status_str(int status, char *buf, size_t n)
 	return buf;
 }
 
-int wl_leak_check(char *err, size_t errlen)
+size_t wl_heap_bytes(void)
 {
-#ifdef WL_LSAN
-	if (__lsan_do_recoverable_leak_check())
-		return failf(err, errlen, "LeakSanitizer found leaks (see the report on stderr)");
+#ifdef WL_ASAN
+	return __sanitizer_get_current_allocated_bytes();
 #else
-	(void)err;
-	(void)errlen;
+	return 0; /* glibc's counts include its caches of freed chunks: not exact */
 #endif
+}
+
+int wl_heap_counted(void)
+{
+#ifdef WL_ASAN
+	return 1;
+#else
 	return 0;
+#endif
 }

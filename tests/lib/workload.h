@@ -189,6 +189,7 @@ typedef struct wl_shared {
 	volatile int flags;        /* child-specific */
 	volatile uint64_t val[8];  /* child-specific results */
 	char msg[4096];            /* failure message, "" if none */
+	char leak[512];            /* memory leak found, "" if none */
 } wl_shared;
 
 wl_shared *wl_shared_new(void);   /* MAP_SHARED, zeroed */
@@ -205,8 +206,14 @@ int wl_fork(int (*fn)(void *arg), void *arg, unsigned timeout_s);
 /* "exit 3", "killed by signal 11 (Segmentation fault)", ... */
 const char *wl_status_str(int status, char *buf, size_t n);
 
-/* Before _exit in a child: under LeakSanitizer, reports leaks into err
- * and returns -1; otherwise 0. */
-int wl_leak_check(char *err, size_t errlen);
+/* Bytes allocated on the heap now, under AddressSanitizer (exact); 0 in
+ * other builds.  A child compares it before tp_open and after the last
+ * close (and iosim_uninstall, which frees the simulator's state): a
+ * difference is memory the engine leaked.  (LeakSanitizer itself reports
+ * false leaks in forked children, and glibc's own counts include its
+ * caches of freed chunks.) */
+size_t wl_heap_bytes(void);
+/* 1 when wl_heap_bytes counts (AddressSanitizer builds). */
+int wl_heap_counted(void);
 
 #endif
