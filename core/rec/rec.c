@@ -105,6 +105,7 @@ typedef struct analysis {
 	size_t ntx, ctx;
 	dpt dp;
 	uint64_t redo_lsn, next_txid, scan_from;
+	uint64_t max_pgno; /* the highest page any scanned record names */
 } analysis;
 
 static atx *tx_find(analysis *a, uint64_t txid, int insert)
@@ -330,6 +331,11 @@ static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 				tx_remove(a, t);
 		}
 		if ((op->flags & OPF_PAGE) && r.pgno != LOG_NOPAGE) {
+			uint64_t named = r.pgno;
+			if ((r.type == OP_PAGE_ALLOC || r.type == OP_PAGE_FREE) && r.len == 4)
+				named = r.pgno + util_get32(r.data); /* the page a bitmap bit stands for */
+			if (named > a->max_pgno)
+				a->max_pgno = named;
 			uint64_t *v = dpt_slot(&a->dp, r.pgno, 1);
 			if (!v) {
 				rc = ENOMEM;
@@ -407,7 +413,11 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 		goto out;
 	if ((rc = redo(lg, bp, &a, res)) != 0)
 		goto out;
-	/* undo: newest loser first */
+	/* undo: newest loser first; T5 without the losers' lists of freed pages */
+	uint64_t pages;
+	if ((rc = buf_file_pages(bp, &pages)) != 0)
+		goto out;
+	txn_set_alloc_floor(tm, pages > a.max_pgno ? pages : a.max_pgno + 1);
 	if (a.ntx)
 		qsort(a.tx, a.ntx, sizeof *a.tx, cmp_last_desc);
 	log_stats before, after;
@@ -421,6 +431,7 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 		res->losers++;
 	}
 	log_stats_get(lg, &after);
+	txn_set_alloc_floor(tm, 0);
 	res->undone = after.records - before.records - res->losers;
 	if ((rc = log_flush(lg, log_end(lg))) != 0)
 		goto out;

@@ -21,7 +21,10 @@
  *   T4  undo_next is the next record rollback must undo: last_lsn during
  *       forward processing, the undone record's prev_lsn during rollback.
  *   T5  A page freed by an open transaction is not reallocated until that
- *       transaction ends (its rollback would mark it allocated again).
+ *       transaction ends (its rollback would mark it allocated again).  The
+ *       losers recovery rolls back have no list of the pages they freed, so
+ *       while it does, no page below a floor above every page the log or
+ *       the file knows is handed out (txn_set_alloc_floor).
  *   T7  Early lock release: a committing transaction releases its locks as
  *       soon as its commit record is appended, before the flush (LIBTP's
  *       group commit with Soisalon-Soininen's early release).  Commits are
@@ -75,6 +78,7 @@ struct txn_mgr {
 	txn *head;
 	size_t n;
 	uint64_t commits, aborts;
+	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
 };
 
 int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
@@ -437,10 +441,19 @@ int txn_note_free(txn *t, uint64_t pgno)
 	return 0;
 }
 
+void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor)
+{
+	pthread_mutex_lock(&tm->mu);
+	tm->alloc_floor = floor;
+	pthread_mutex_unlock(&tm->mu);
+}
+
 int txn_page_held(txn_mgr *tm, uint64_t pgno)
 {
 	int held = 0;
 	pthread_mutex_lock(&tm->mu);
+	if (pgno < tm->alloc_floor)
+		held = 1;
 	for (txn *t = tm->head; t && !held; t = t->next)
 		for (size_t i = 0; i < t->nfreed; i++)
 			if (t->freed[i] == pgno) {

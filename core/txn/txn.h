@@ -69,6 +69,8 @@ int txn_nta_end(txn *t, uint64_t saved);
 /* Pages freed by transactions still open are not reallocated. */
 int txn_note_free(txn *t, uint64_t pgno);
 int txn_page_held(txn_mgr *tm, uint64_t pgno);
+/* While set, no page below floor is reallocated (recovery's undo). */
+void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
 
 /* Recovery and checkpoints */
 /* Re-creates a loser found by analysis, ready for txn_abort. */
