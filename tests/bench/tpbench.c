@@ -11,63 +11,16 @@
  * machines are shared and noisy): the 1-thread rate, and 1e6 / the median
  * microseconds of one 4 KiB write+fdatasync on a preallocated file.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "lock.h"
 #include "tp.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* Median microseconds of a 4 KiB pwrite+fdatasync inside a preallocated file. */
-static double flush_us(const char *dir)
-{
-	char path[4096];
-	static char buf[4096];
-	double t[200];
-	snprintf(path, sizeof path, "%s/flushprobe", dir);
-	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
-	if (fd < 0) {
-		perror(path);
-		exit(1);
-	}
-	for (int i = 0; i < 1024; i++) /* 4 MiB of real blocks */
-		if (pwrite(fd, buf, sizeof buf, (off_t)i * 4096) != 4096) {
-			perror("pwrite");
-			exit(1);
-		}
-	fsync(fd);
-	for (int i = 0; i < 200; i++) {
-		double a = now_s();
-		if (pwrite(fd, buf, sizeof buf, (off_t)(i % 1024) * 4096) != 4096 || fdatasync(fd) != 0) {
-			perror("flush probe");
-			exit(1);
-		}
-		t[i] = (now_s() - a) * 1e6;
-	}
-	close(fd);
-	unlink(path);
-	qsort(t, 200, sizeof t[0], cmp_dbl);
-	return t[100];
-}
 
 static int commit_flags; /* TP_COMMIT_NOSYNC with --nosync */
 
@@ -129,7 +82,7 @@ static int bench_commit(const char *dir, double secs)
 			die("alloc", rc);
 	if ((rc = tp_commit(t, 0)) != 0)
 		die("commit", rc);
-	double fus = flush_us(dir);
+	double fus = bench_flush_us(dir);
 	printf("disk: 4 KiB write+fdatasync on a preallocated file: median %.0f us -> serial flush limit %.0f/s\n",
 	       fus, 1e6 / fus);
 	printf("%-8s %12s %14s %12s %14s\n", "threads", "commits/s", "flushes/commit", "vs 1 thread",
@@ -141,7 +94,7 @@ static int bench_commit(const char *dir, double secs)
 		pthread_t th[16];
 		tp_stats s0, s1;
 		tp_stats_get(env, &s0);
-		double a = now_s();
+		double a = bench_now();
 		for (int i = 0; i < n; i++) {
 			w[i] = (worker){.env = env, .pgno = pg[i], .stop = &stop};
 			pthread_create(&th[i], NULL, commit_loop, &w[i]);
@@ -155,7 +108,7 @@ static int bench_commit(const char *dir, double secs)
 				die("commit loop", w[i].err);
 			c += w[i].commits;
 		}
-		double el = now_s() - a;
+		double el = bench_now() - a;
 		tp_stats_get(env, &s1);
 		rate[k] = c / el;
 		fpc[k] = c ? (double)(s1.log_flushes - s0.log_flushes) / c : 0;
@@ -183,7 +136,7 @@ static int bench_locks(void)
 		fprintf(stderr, "tpbench: lock manager: out of memory\n");
 		return 1;
 	}
-	double a = now_s();
+	double a = bench_now();
 	for (int i = 0; i < n; i++) {
 		int len = snprintf(key, sizeof key, "k%d", i & 1023);
 		if (lock_get(o, key, (size_t)len, LOCK_X, 0) != 0 || lock_release(o, key, (size_t)len) != 0) {
@@ -191,7 +144,7 @@ static int bench_locks(void)
 			return 1;
 		}
 	}
-	double el = now_s() - a;
+	double el = bench_now() - a;
 	printf("lock: uncontended acquire+release: %.0f ns per pair (%d pairs)\n", el * 1e9 / n, n);
 	lock_owner_free(o);
 	lock_mgr_close(lm);

@@ -62,39 +62,49 @@ static void run(const char *first, ...)
 	cr_assert_eq(WEXITSTATUS(status), 0, "%s: exit %d (its messages are above)", cmd, WEXITSTATUS(status));
 }
 
-/* Plain runs: real io, group commit, checkpoints every 1 MiB of log. */
-Test(tpcb, threads_2, .timeout = 120) { run("--threads", "2", "--txns", "400", "--seed", "2", NULL); }
-Test(tpcb, threads_4, .timeout = 120) { run("--threads", "4", "--txns", "250", "--seed", "4", NULL); }
-Test(tpcb, threads_8, .timeout = 120) { run("--threads", "8", "--txns", "150", "--seed", "8", NULL); }
-Test(tpcb, threads_32, .timeout = 120) { run("--threads", "32", "--txns", "40", "--seed", "32", NULL); }
+/* Hot spot: one branch, 4 tellers, 16 accounts, 2 records a page on 1 KiB
+ * pages, 8 cache frames: most transactions conflict and many deadlock,
+ * STEAL writes back all the time, and checkpoints (every 4 KiB of log) run
+ * while transactions change the pages they flush. */
+#define HOT "--branches", "1", "--tellers", "4", "--accounts", "16", "--per-page", "2", "--page-size", "1024", \
+	    "--cache", "8", "--seg-size", "65536", "--ckpt-bytes", "4096"
 
-/* Hot spot: one branch, 4 tellers, 16 accounts on 1 KiB pages: most
- * transactions conflict, many deadlock; small log segments and frequent
- * checkpoints run while transactions do. */
-Test(tpcb, hot_spot_8, .timeout = 120)
+/* Plain runs: real io, group commit, checkpoints every 256 KiB of log. */
+Test(tpcb, threads_2, .timeout = 120)
 {
-	run("--threads", "8", "--txns", "150", "--branches", "1", "--tellers", "4", "--accounts", "16", "--per-page",
-	    "2", "--page-size", "1024", "--cache", "8", "--seg-size", "65536", "--ckpt-bytes", "131072", "--seed",
-	    "88", NULL);
+	run("--threads", "2", "--txns", "2000", "--ckpt-bytes", "262144", "--seed", "2", NULL);
 }
+Test(tpcb, threads_4, .timeout = 120)
+{
+	run("--threads", "4", "--txns", "1000", "--ckpt-bytes", "262144", "--seed", "4", NULL);
+}
+Test(tpcb, threads_8, .timeout = 120)
+{
+	run("--threads", "8", "--txns", "600", "--ckpt-bytes", "262144", "--seed", "8", NULL);
+}
+Test(tpcb, threads_32, .timeout = 120)
+{
+	run("--threads", "32", "--txns", "150", "--ckpt-bytes", "262144", "--seed", "32", NULL);
+}
+Test(tpcb, hot_spot_8, .timeout = 120) { run("--threads", "8", "--txns", "1500", HOT, "--seed", "88", NULL); }
+Test(tpcb, hot_spot_32, .timeout = 120) { run("--threads", "32", "--txns", "300", HOT, "--seed", "3232", NULL); }
 
 /* Crash points: each a child under the io simulator that dies at a random
- * sync or after a random commit record, then recovery twice. */
+ * sync, just after a random commit record or checkpoint record is logged,
+ * then recovery, the exact check, and a second recovery. */
 Test(tpcb, crash_2, .timeout = 120)
 {
-	run("--threads", "2", "--txns", "150", "--crash", "12", "--seed", "21", NULL);
+	run("--threads", "2", "--txns", "300", "--crash", "60", "--ckpt-bytes", "32768", "--seed", "21", NULL);
 }
 Test(tpcb, crash_8, .timeout = 120)
 {
-	run("--threads", "8", "--txns", "60", "--crash", "12", "--seed", "81", NULL);
+	run("--threads", "8", "--txns", "100", "--crash", "60", "--ckpt-bytes", "32768", "--seed", "81", NULL);
 }
 Test(tpcb, crash_32, .timeout = 120)
 {
-	run("--threads", "32", "--txns", "20", "--crash", "8", "--seed", "321", NULL);
+	run("--threads", "32", "--txns", "30", "--crash", "40", "--ckpt-bytes", "32768", "--seed", "321", NULL);
 }
 Test(tpcb, crash_hot_spot_8, .timeout = 120)
 {
-	run("--threads", "8", "--txns", "60", "--crash", "12", "--branches", "1", "--tellers", "4", "--accounts",
-	    "16", "--per-page", "2", "--page-size", "1024", "--cache", "8", "--seg-size", "65536", "--ckpt-bytes",
-	    "65536", "--seed", "89", NULL);
+	run("--threads", "8", "--txns", "100", "--crash", "60", HOT, "--seed", "89", NULL);
 }

@@ -41,12 +41,14 @@
  *   sum(branches) == sum(history deltas) is checked too.
  *
  * --crash P: P crash points, each a forked child that runs the workload
- * under the io simulator (iosim_install, then a crash at a random sync or
- * a random pass through "txn.commit.logged"; the first child runs to the
- * end and crashes there, counting the syncs for the later choices).  The
- * parent reopens (recovery), checks the oracle and rec_losers (at most one
- * loser per thread), closes without a checkpoint, reopens again: no loser,
- * the same values.  The next point starts from that state.
+ * under the io simulator (iosim_install) and crashes: the first child runs
+ * to the end and crashes there, counting syncs, commits and checkpoints;
+ * each later one crashes at a random sync, a random pass through
+ * "txn.commit.logged" (a commit record appended, not durable) or through
+ * "rec.ckpt.logged" (a checkpoint logged, not yet named by the master).
+ * The parent reopens (recovery), checks the oracle and rec_losers (at most
+ * one loser per thread), closes without a checkpoint, reopens again: no
+ * loser, the same values.  The next point starts from that state.
  *
  * Exit: 0 all checks passed, 1 a check failed, 2 usage.  Last line:
  * "tpcb_mt: threads N, commits C (R read-only), aborts A (V on purpose),
@@ -100,6 +102,7 @@ static struct {
 	uint32_t page_size;
 	uint64_t seg_size, ckpt_bytes;
 	const char *dir;
+	const char *check; /* --check STORE: recover it and check the sums only */
 	int keep, verbose;
 } opt = {
 	.threads = 4,
@@ -124,8 +127,11 @@ static void usage(void)
 		"               [--abort-pct P] [--ro-pct P] [--branches N] [--tellers N]\n"
 		"               [--accounts N] [--per-page N] [--cache PAGES] [--page-size B]\n"
 		"               [--seg-size B] [--ckpt-bytes B] [--dir DIR] [--keep] [--verbose]\n"
+		"       tpcb_mt --check STORE [--verbose]\n"
 		"TPC-B-like concurrent transactions on a fresh store, checked exactly;\n"
-		"--crash runs POINTS simulated power cuts with recovery and checks after each.\n");
+		"--crash runs POINTS simulated power cuts with recovery and checks after each.\n"
+		"A failed run keeps its store and names it; --check STORE opens (recovers)\n"
+		"such a store and checks the TPC-B sums.\n");
 }
 
 /* ---- messages ---- */
@@ -178,7 +184,8 @@ typedef struct oracle {
 	uint64_t base[MAXT];               /* history count when the run started */
 	_Atomic uint64_t attempted[MAXT];  /* last seq whose commit was called */
 	_Atomic uint64_t acked[MAXT];      /* last seq whose commit returned 0 */
-	_Atomic uint64_t commits, ro_commits, aborts, vol_aborts, victims, syncs;
+	_Atomic uint64_t commits, ro_commits, aborts, vol_aborts, victims;
+	_Atomic uint64_t syncs, ckpts;     /* seen by the calibrating child */
 	_Atomic int child_failed;
 	size_t cap;                        /* intents per thread */
 } oracle;
@@ -583,17 +590,18 @@ static void apply_committed(tp_env *env, const layout *L, expect *e, int crashed
 			fail("thread %d: %" PRIu64 " commits in the store, %" PRIu64 " acknowledged, %" PRIu64
 			     " attempted%s",
 			     t, c, acked, att, c < acked ? ": an acknowledged commit was lost" : "");
-			if (c > att || c < orc->base[t])
-				continue;
 		}
-		for (uint64_t s = orc->base[t] + 1; s <= c; s++) {
+		/* what the oracle can explain; a mismatch then shows as wrong
+		 * records below */
+		uint64_t upto = c > att ? att : c;
+		for (uint64_t s = orc->base[t] + 1; s <= upto; s++) {
 			const intent *p = intent_of(t, s);
 			e->bal[R_ACCOUNT][p->acc] += p->delta;
 			e->bal[R_TELLER][p->teller] += p->delta;
 			e->bal[R_BRANCH][p->branch] += p->delta;
 			e->hsum[t] += p->delta;
 		}
-		e->count[t] = c;
+		e->count[t] = upto;
 	}
 }
 
@@ -699,7 +707,8 @@ static void run_plain(const char *store, const layout *L)
 }
 
 /* The child of one crash point: never returns. */
-static void crash_child(const char *store, int point, uint64_t seed, uint64_t cal_syncs, uint64_t cal_commits)
+static void crash_child(const char *store, int point, uint64_t seed, uint64_t cal_syncs, uint64_t cal_commits,
+			uint64_t cal_ckpts)
 {
 	tp_options o;
 	tp_env *env;
@@ -708,8 +717,10 @@ static void crash_child(const char *store, int point, uint64_t seed, uint64_t ca
 	int rc;
 
 	iosim_install(seed);
-	if (point > 0 && point % 3 == 2 && cal_commits > 0)
+	if (point > 0 && point % 4 == 2 && cal_commits > 0)
 		iosim_crash_at_point("txn.commit.logged", 1 + rnd(&rng) % cal_commits);
+	else if (point > 0 && point % 4 == 3 && cal_ckpts > 0)
+		iosim_crash_at_point("rec.ckpt.logged", 1 + rnd(&rng) % cal_ckpts);
 	else if (point > 0)
 		iosim_crash_at_sync(1 + rnd(&rng) % (cal_syncs ? cal_syncs : 1));
 	options(&o);
@@ -722,6 +733,7 @@ static void crash_child(const char *store, int point, uint64_t seed, uint64_t ca
 	if (atomic_load(&orc->child_failed))
 		_exit(CHILD_FAIL);
 	atomic_store(&orc->syncs, iosim_syncs());
+	atomic_store(&orc->ckpts, iosim_point_hits("rec.ckpt.logged"));
 	iosim_crash_now(); /* the run ended before the crash point: crash here */
 }
 
@@ -731,7 +743,7 @@ static uint64_t crash_run(const char *store, const layout *L0)
 	tp_env *env;
 	tp_stats st;
 	expect e;
-	uint64_t losers = 0, cal_syncs = 0, cal_commits = 0;
+	uint64_t losers = 0, cal_syncs = 0, cal_commits = 0, cal_ckpts = 0;
 	int rc;
 
 	options(&o);
@@ -747,7 +759,7 @@ static uint64_t crash_run(const char *store, const layout *L0)
 			exit(1);
 		}
 		if (pid == 0)
-			crash_child(store, point, seed, cal_syncs, cal_commits);
+			crash_child(store, point, seed, cal_syncs, cal_commits, cal_ckpts);
 		int status;
 		if (waitpid(pid, &status, 0) != pid) {
 			perror("tpcb_mt: waitpid");
@@ -764,6 +776,7 @@ static uint64_t crash_run(const char *store, const layout *L0)
 		if (point == 0) {
 			cal_syncs = atomic_load(&orc->syncs);
 			cal_commits = atomic_load(&orc->commits) - c0;
+			cal_ckpts = atomic_load(&orc->ckpts);
 		}
 		/* recovery */
 		if ((rc = tp_open(store, &o, &env)) != 0)
@@ -801,6 +814,41 @@ static uint64_t crash_run(const char *store, const layout *L0)
 	}
 	expect_free(&e);
 	return losers;
+}
+
+/* --check: recover a kept store and check what needs no oracle. */
+static int check_only(const char *store)
+{
+	static const char *rname[NREG] = {"branches", "tellers", "accounts", "history"};
+	tp_options o;
+	tp_env *env;
+	tp_stats st;
+	layout L;
+	int64_t sum[NREG] = {0};
+	int rc;
+
+	tp_options_init(&o);
+	o.quiet = !opt.verbose;
+	if ((rc = tp_open(store, &o, &env)) != 0)
+		die("tp_open (recovery)", rc);
+	tp_stats_get(env, &st);
+	printf("tpcb_mt: %s: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
+	       " transactions\n",
+	       store, st.rec_records, st.rec_redone, st.rec_losers);
+	read_layout(env, &L);
+	for (int r = 0; r < NREG; r++)
+		for (uint32_t i = 0; i < L.n[r]; i++) {
+			int64_t v[2];
+			if ((rc = rec_read(env, &L, r, i, v)) != 0)
+				die("read a record", rc);
+			sum[r] += r == R_HIST ? v[1] : v[0];
+		}
+	for (int r = 0; r < NREG; r++)
+		printf("tpcb_mt: sum(%s) = %" PRId64 "\n", rname[r], sum[r]);
+	if (sum[R_ACCOUNT] != sum[R_TELLER] || sum[R_TELLER] != sum[R_BRANCH] || sum[R_BRANCH] != sum[R_HIST])
+		fail("%s: TPC-B invariant broken", store);
+	tp_crash_close(env);
+	return failed ? 1 : 0;
 }
 
 /* ---- main ---- */
@@ -867,6 +915,8 @@ int main(int argc, char **argv)
 			opt.ckpt_bytes = (uint64_t)num(v, a);
 		else if (ARG("--dir"))
 			opt.dir = v;
+		else if (ARG("--check"))
+			opt.check = v;
 		else if (strcmp(a, "--keep") == 0)
 			opt.keep = 1;
 		else if (strcmp(a, "--verbose") == 0)
@@ -877,6 +927,8 @@ int main(int argc, char **argv)
 		}
 #undef ARG
 	}
+	if (opt.check)
+		return check_only(opt.check);
 	if (opt.threads < 1 || opt.threads > MAXT || opt.branches < 1 || opt.tellers < opt.branches ||
 	    opt.accounts < 1 || opt.per_page < 1 || opt.abort_pct > 100 || opt.ro_pct > 100) {
 		usage();
@@ -911,7 +963,7 @@ int main(int argc, char **argv)
 	       opt.threads, atomic_load(&orc->commits) + atomic_load(&orc->ro_commits), atomic_load(&orc->ro_commits),
 	       atomic_load(&orc->aborts), atomic_load(&orc->vol_aborts), atomic_load(&orc->victims), opt.crash, losers,
 	       secs, failed ? " -- FAILED" : "");
-	if (!opt.keep && !opt.dir)
+	if (!opt.keep && !opt.dir && !failed)
 		nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	else if (!opt.dir)
 		fprintf(stderr, "tpcb_mt: store kept in %s\n", store);

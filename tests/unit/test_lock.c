@@ -665,9 +665,8 @@ Test(lock, no_false_deadlock_on_chain)
 
 Test(lock, deadlock_through_queue_order)
 {
-	/* 1 holds S on k; 2 waits for X on k; 1 asks for X on j which 2
-	 * holds... the cycle passes through a queued request, not only
-	 * granted ones: 3 holds j? no -- 2 holds j.  Then 1 -> 2 (j), 2 -> 1 (k). */
+	/* 1 holds S on k, 2 holds X on j; 2 waits for X on k, then 1 asks for
+	 * S on j: 1 -> 2 (j), 2 -> 1 (k). */
 	lock_owner *a = owner(1), *b = owner(2);
 	req rb;
 	uint64_t d0 = deadlocks();
@@ -681,9 +680,9 @@ Test(lock, deadlock_through_queue_order)
 	cr_assert_eq(rb.rc, TP_EDEADLOCK);
 	cr_assert_eq(deadlocks() - d0, 1);
 	cr_assert_eq(held(a, "j"), LOCK_S);
-	/* a reader queued behind a waiting writer also waits for it: 3 holds
-	 * m, 4 holds S on n, 5 waits X on n; 3 asks S on n (queued behind 5);
-	 * 5 ... holds m? build: 5 holds m first. */
+	/* A reader queued behind a waiting writer waits for that writer, not
+	 * for the compatible holder: 4 holds S on n, 5 holds X on m and waits
+	 * for X on n; 3 asks for S on n and queues behind 5 (FIFO). */
 	lock_owner *c = owner(3), *d = owner(4), *e = owner(5);
 	req re, rc_;
 	cr_assert_eq(get(d, "n", LOCK_S, 0), 0);

@@ -1,0 +1,862 @@
+/*
+ * tpfsd -- the tpfs daemon: serves a store as a file system through
+ * libfuse3's low-level API with a multi-threaded session loop.
+ *
+ * Start-up order, and why:
+ * D1  Options are parsed, and the FUSE session made (libfuse rejects
+ *     unknown options), before anything touches the store.
+ * D2  Unless -f, the daemon forks before it opens the store: the child does
+ *     all the work and the parent only waits on a pipe for the child's
+ *     verdict, then exits with it.  So recovery messages and errors reach
+ *     the terminal, the exit status says whether the mount happened, and no
+ *     thread, lock or open file of the engine has to survive a fork
+ *     (fuse_daemonize forks last, which would lose them).
+ * D3  The store is opened (and recovered) before the kernel mount, so a
+ *     mount that fails leaves nothing mounted, and a mounted file system
+ *     always has a store behind it.
+ * D4  Paths are made absolute first: the daemon leaves its working
+ *     directory for / when it detaches, and the engine opens log segments
+ *     by path long after.
+ * Shutdown: fusermount3 -u (or umount) ends the session loop; SIGTERM,
+ * SIGINT and SIGHUP end it through libfuse's handlers.  Then the kernel
+ * mount goes, the tick thread stops, and fs_unmount flushes the log and
+ * writes a checkpoint (the next mount needs no redo).  Its result is the
+ * exit status.  Signals are blocked during shutdown.
+ *
+ * Logging: stderr in the foreground; syslog (facility daemon) once
+ * detached, where what the engine writes to stderr is forwarded too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs.h"
+#include "fsd_ops.h"
+
+#ifndef TPFS_VERSION
+#define TPFS_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+	"usage: tpfsd STORE MOUNTPOINT [-o OPTION[,OPTION...]]... [-f] [-d]\n"
+	"       tpfsd -h | --help | -V | --version\n"
+	"\n"
+	"Serves the tpfs store STORE (made by `tpfs mkfs STORE`) as a file system\n"
+	"mounted on MOUNTPOINT, through FUSE.  The store is opened, and recovered\n"
+	"if it was not closed cleanly, before anything is mounted: recovery messages\n"
+	"and errors go to the terminal, and the exit status is 1 if the store cannot\n"
+	"be opened or the mount fails.  Then tpfsd detaches and logs to syslog\n"
+	"(facility daemon), unless -f or -d.\n"
+	"\n"
+	"It runs until the file system is unmounted (fusermount3 -u MOUNTPOINT, or\n"
+	"umount MOUNTPOINT as root) or it receives SIGTERM, SIGINT or SIGHUP; then it\n"
+	"unmounts, makes every change durable and writes a checkpoint, so that the\n"
+	"next mount needs no recovery.\n"
+	"\n"
+	"Options:\n"
+	"  -o OPTIONS     comma-separated mount options (below); may be repeated\n"
+	"  -f             stay in the foreground and log to stderr\n"
+	"  -d             debug: -f, and print every FUSE request and reply\n"
+	"  -h, --help     this text\n"
+	"  -V, --version  the versions of tpfsd and libfuse\n"
+	"\n"
+	"Mount options of tpfs:\n"
+	"  ro                    mount read-only: nothing is written to the store\n"
+	"  rw                    mount read-write (the default)\n"
+	"  sync                  every call is durable when it returns\n"
+	"  async                 calls are durable after fsync, fdatasync, syncfs, or\n"
+	"                        within commit_interval (the default)\n"
+	"  commit_interval=MS    the longest a change waits to become durable, in\n"
+	"                        milliseconds (default 1000)\n"
+	"  cache_size=BYTES      the engine's buffer pool; suffixes K, M, G (default:\n"
+	"                        1/8 of the memory, at most 4G)\n"
+	"  logdir=DIR            where the store's log is, when it is no longer where\n"
+	"                        `tpfs mkfs -l DIR` put it (the log device moved)\n"
+	"  quiet                 no messages about recovery\n"
+	"  entry_timeout=SEC     how long the kernel may keep a name (default 1)\n"
+	"  attr_timeout=SEC      how long it may keep attributes (default 1)\n"
+	"  negative_timeout=SEC  how long it may keep the absence of a name\n"
+	"                        (default 1; 0: never)\n"
+	"  max_threads=N         requests served at once, at most (default 64)\n"
+	"  max_idle_threads=N    idle worker threads kept (default 10)\n"
+	"\n"
+	"FUSE options that tpfsd sets:\n"
+	"  default_permissions   always: the kernel checks every access against the\n"
+	"                        mode, owner and group of the file\n"
+	"  allow_other           when run as root, so that every user can use the\n"
+	"                        file system (under default_permissions); not with\n"
+	"                        allow_root\n"
+	"  fsname=STORE          the source column of /proc/mounts and df: the\n"
+	"                        store's absolute path (may be overridden)\n"
+	"  subtype=tpfs          the type column: fuse.tpfs (may be overridden)\n"
+	"\n"
+	"Other options go to libfuse, which rejects those it does not know: mount\n"
+	"options (nosuid, nodev, noexec, suid, dev, noatime, allow_root,\n"
+	"auto_unmount, max_read=N, ...; see mount.fuse3(8)) and connection tuning\n"
+	"(max_write=N, max_readahead=N, max_background=N, congestion_threshold=N,\n"
+	"splice_read, no_splice_read, sync_read, ...).  libfuse mounts with nosuid\n"
+	"and nodev unless told suid and dev: device files can be made, but not\n"
+	"opened, without dev.  The options mount(8) adds (defaults, auto, noauto,\n"
+	"user, users, nouser, owner, group, _netdev, nofail, comment=, x-*) are\n"
+	"ignored.\n"
+	"\n"
+	"Through mount(8), with the helper /sbin/mount.fuse.tpfs:\n"
+	"  mount -t fuse.tpfs STORE MOUNTPOINT [-o OPTIONS]\n"
+	"  /etc/fstab:  STORE  MOUNTPOINT  fuse.tpfs  defaults,commit_interval=500  0 0\n"
+	"\n"
+	"Statistics of a mount (requests served by kind, engine counters):\n"
+	"  getfattr --only-values -n tpfs.stats MOUNTPOINT\n"
+	"\n"
+	"Exit status: 0 after a clean unmount; 1 if the store cannot be opened, the\n"
+	"mount fails, or the final checkpoint fails; 2 on bad usage.\n";
+
+/* ---------------------------------------------------------------------- */
+/* Logging                                                                */
+
+static int log_syslog; /* detached: syslog instead of stderr */
+static int log_debug;  /* -d */
+
+void fsd_log(int prio, const char *fmt, ...)
+{
+	va_list ap;
+	if (prio >= LOG_DEBUG && !log_debug)
+		return;
+	va_start(ap, fmt);
+	if (log_syslog) {
+		vsyslog(prio, fmt, ap);
+	} else {
+		fputs("tpfsd: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+/* libfuse's messages; they end with a newline. */
+static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	if ((int)level >= LOG_DEBUG && !log_debug)
+		return;
+	if (log_syslog)
+		vsyslog((int)level, fmt, ap);
+	else
+		vfprintf(stderr, fmt, ap);
+}
+
+/* Once detached, fd 2 is a pipe whose lines this thread sends to syslog:
+ * whatever the engine or a library writes to stderr is kept. */
+static pthread_t stderr_thread;
+static int stderr_forwarding;
+
+static void *stderr_main(void *arg)
+{
+	FILE *in = fdopen((int)(intptr_t)arg, "r");
+	char line[1024];
+	if (!in)
+		return NULL;
+	while (fgets(line, sizeof line, in)) {
+		line[strcspn(line, "\n")] = 0;
+		if (line[0])
+			syslog(LOG_ERR, "%s", line);
+	}
+	fclose(in);
+	return NULL;
+}
+
+/* Threads of tpfsd's own leave SIGTERM, SIGINT and SIGHUP to libfuse. */
+static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int rc;
+	sigemptyset(&all);
+	sigaddset(&all, SIGTERM);
+	sigaddset(&all, SIGINT);
+	sigaddset(&all, SIGHUP);
+	sigaddset(&all, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(th, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Options                                                                */
+
+typedef struct conf {
+	const char *store, *mnt;
+	char store_abs[PATH_MAX], mnt_abs[PATH_MAX];
+	int foreground, debug, help, version;
+	fs_options fo;
+	char *logdir;              /* logdir=: for fs_options.logdir, when fs.h has it */
+	double entry_timeout, attr_timeout, negative_timeout;
+	unsigned max_threads, max_idle_threads;
+	int has_fsname, has_subtype, has_allow_other, has_allow_root, has_default_permissions;
+	char *fuse_opts;           /* the options libfuse gets, comma-separated and escaped */
+} conf;
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* BYTES with an optional K, M or G (powers of 1024). */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned shift = 0;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	}
+	if (*end == 'B' || (*end == 'i' && end[1] == 'B' && shift))
+		end += *end == 'B' ? 1 : 2;
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0) || v > 1e9)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int bad_value(const char *opt)
+{
+	fprintf(stderr, "tpfsd: bad value in -o %s\n", opt);
+	return -1;
+}
+
+/* The options mount(8) and fstab add that mean nothing to a FUSE mount. */
+static int ignored(const char *o)
+{
+	static const char *const names[] = {"defaults", "auto", "noauto", "user", "users", "nouser", "owner",
+					    "group", "_netdev", "nofail", "loop", NULL};
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(o, names[i]))
+			return 1;
+	return !strncmp(o, "x-", 2) || !strncmp(o, "comment=", 8);
+}
+
+static int pass(conf *c, const char *o)
+{
+	if (fuse_opt_add_opt_escaped(&c->fuse_opts, o) != 0) {
+		fprintf(stderr, "tpfsd: out of memory\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* One option of -o (unescaped). */
+static int option(conf *c, const char *o)
+{
+	const char *v = strchr(o, '=');
+	uint64_t n;
+	v = v ? v + 1 : "";
+#define IS(name) (!strcmp(o, name))
+#define HAS(prefix) (!strncmp(o, prefix "=", sizeof prefix))
+	if (IS("ro")) {
+		c->fo.readonly = 1;
+		return pass(c, "ro"); /* the kernel refuses writes before they come here */
+	}
+	if (IS("rw")) {
+		c->fo.readonly = 0;
+		return 0;
+	}
+	if (IS("sync") || IS("async")) { /* not for libfuse: a synchronous kernel mount would
+					  * add an fsync request to every write */
+		c->fo.sync = IS("sync");
+		return 0;
+	}
+	if (IS("quiet")) {
+		c->fo.quiet = 1;
+		return 0;
+	}
+	if (IS("debug")) {
+		c->debug = c->foreground = 1;
+		return 0;
+	}
+	if (HAS("commit_interval")) {
+		if (parse_u64(v, &n) || n == 0 || n > 24 * 3600 * 1000)
+			return bad_value(o);
+		c->fo.commit_ms = (uint32_t)n;
+		return 0;
+	}
+	if (HAS("cache_size")) {
+		if (parse_size(v, &n) || n == 0)
+			return bad_value(o);
+		/* fs_options counts pages; stores have 4 KiB pages unless made with
+		 * tpfs mkfs -p.  (fs_options should take bytes.) */
+		c->fo.cache_pages = (size_t)(n / 4096 ? n / 4096 : 1);
+		return 0;
+	}
+	if (HAS("logdir")) {
+		if (!*v)
+			return bad_value(o);
+		free(c->logdir);
+		c->logdir = strdup(v);
+		return 0;
+	}
+	if (HAS("entry_timeout"))
+		return parse_seconds(v, &c->entry_timeout) ? bad_value(o) : 0;
+	if (HAS("attr_timeout"))
+		return parse_seconds(v, &c->attr_timeout) ? bad_value(o) : 0;
+	if (HAS("negative_timeout"))
+		return parse_seconds(v, &c->negative_timeout) ? bad_value(o) : 0;
+	if (HAS("max_threads")) {
+		if (parse_u64(v, &n) || n == 0 || n > 100000)
+			return bad_value(o);
+		c->max_threads = (unsigned)n;
+		return 0;
+	}
+	if (HAS("max_idle_threads")) {
+		if (parse_u64(v, &n) || n > 100000)
+			return bad_value(o);
+		c->max_idle_threads = (unsigned)n;
+		return 0;
+	}
+	if (ignored(o))
+		return 0;
+	if (HAS("fsname"))
+		c->has_fsname = 1;
+	else if (HAS("subtype"))
+		c->has_subtype = 1;
+	else if (IS("allow_other"))
+		c->has_allow_other = 1;
+	else if (IS("allow_root"))
+		c->has_allow_root = 1;
+	else if (IS("default_permissions"))
+		c->has_default_permissions = 1;
+	return pass(c, o);
+#undef IS
+#undef HAS
+}
+
+/* Splits an -o argument at commas; a backslash escapes the next character. */
+static int options(conf *c, const char *arg)
+{
+	size_t len = strlen(arg);
+	char *o = malloc(len + 1);
+	size_t n = 0;
+	int rc = 0;
+	if (!o)
+		return -1;
+	for (size_t i = 0; i <= len && rc == 0; i++) {
+		if (arg[i] == '\\' && i + 1 < len) {
+			o[n++] = arg[++i];
+		} else if (arg[i] == ',' || arg[i] == 0) {
+			o[n] = 0;
+			if (n)
+				rc = option(c, o);
+			n = 0;
+		} else {
+			o[n++] = arg[i];
+		}
+	}
+	free(o);
+	return rc;
+}
+
+static int parse_args(conf *c, int argc, char **argv)
+{
+	int npos = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			c->help = 1;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			c->version = 1;
+		} else if (!strcmp(a, "-f")) {
+			c->foreground = 1;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "--debug")) {
+			c->debug = c->foreground = 1;
+		} else if (!strncmp(a, "-o", 2)) {
+			const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+			if (!v) {
+				fprintf(stderr, "tpfsd: -o needs options\n");
+				return -1;
+			}
+			if (options(c, v) != 0)
+				return -1;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "tpfsd: unknown option '%s'\n", a);
+			return -1;
+		} else if (npos == 0) {
+			c->store = a, npos++;
+		} else if (npos == 1) {
+			c->mnt = a, npos++;
+		} else {
+			fprintf(stderr, "tpfsd: unexpected argument '%s'\n", a);
+			return -1;
+		}
+	}
+	if (c->help || c->version)
+		return 0;
+	if (npos != 2) {
+		fprintf(stderr, "tpfsd: STORE and MOUNTPOINT are required\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* D4, and the checks that give clear messages before anything starts. */
+static int resolve_paths(conf *c)
+{
+	struct stat st;
+	if (!realpath(c->store, c->store_abs)) {
+		fprintf(stderr, "tpfsd: %s: %s\n", c->store, strerror(errno));
+		return -1;
+	}
+	if (!realpath(c->mnt, c->mnt_abs) || stat(c->mnt_abs, &st) != 0) {
+		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(ENOTDIR));
+		return -1;
+	}
+	if (c->logdir) {
+		char abs[PATH_MAX];
+		if (!realpath(c->logdir, abs)) {
+			fprintf(stderr, "tpfsd: logdir %s: %s\n", c->logdir, strerror(errno));
+			return -1;
+		}
+		free(c->logdir);
+		c->logdir = strdup(abs);
+	}
+	return 0;
+}
+
+/* The options tpfsd sets for libfuse, after the user's. */
+static int fuse_defaults(conf *c)
+{
+	char fsname[PATH_MAX + 16];
+	if (!c->has_fsname) {
+		snprintf(fsname, sizeof fsname, "fsname=%s", c->store_abs);
+		if (pass(c, fsname))
+			return -1;
+	}
+	if (!c->has_subtype && pass(c, "subtype=tpfs"))
+		return -1;
+	/* The fs layer leaves permission checks to the kernel. */
+	if (!c->has_default_permissions && pass(c, "default_permissions"))
+		return -1;
+	if (geteuid() == 0 && !c->has_allow_other && !c->has_allow_root && pass(c, "allow_other"))
+		return -1;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Detaching (D2)                                                         */
+
+/* Forks; the parent waits for the child's verdict and exits with it. */
+static int detach_start(void)
+{
+	int p[2];
+	pid_t pid;
+	if (pipe(p) != 0) {
+		fprintf(stderr, "tpfsd: pipe: %s\n", strerror(errno));
+		exit(1);
+	}
+	if ((pid = fork()) < 0) {
+		fprintf(stderr, "tpfsd: fork: %s\n", strerror(errno));
+		exit(1);
+	}
+	if (pid > 0) {
+		unsigned char st = 1;
+		ssize_t n;
+		int ws;
+		close(p[1]);
+		while ((n = read(p[0], &st, 1)) < 0 && errno == EINTR)
+			;
+		if (n == 1)
+			_exit(st);
+		/* the child died without a verdict */
+		if (waitpid(pid, &ws, 0) == pid && WIFSIGNALED(ws))
+			fprintf(stderr, "tpfsd: killed by signal %d while starting\n", WTERMSIG(ws));
+		_exit(1);
+	}
+	close(p[0]);
+	setsid();
+	return p[1];
+}
+
+static void detach_verdict(int fd, unsigned char status)
+{
+	if (fd < 0)
+		return;
+	while (write(fd, &status, 1) < 0 && errno == EINTR)
+		;
+	close(fd);
+}
+
+/* The child, mounted: leaves the terminal and logs to syslog. */
+static void detach_finish(int verdict_fd)
+{
+	int null = open("/dev/null", O_RDWR), p[2];
+	if (chdir("/") != 0)
+		fsd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
+	log_syslog = 1;
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+	}
+	fflush(stderr);
+	if (pipe(p) == 0) {
+		dup2(p[1], 2);
+		close(p[1]);
+		if (start_thread(&stderr_thread, stderr_main, (void *)(intptr_t)p[0]) == 0)
+			stderr_forwarding = 1;
+		else
+			close(p[0]);
+	} else if (null >= 0) {
+		dup2(null, 2);
+	}
+	if (null > 2)
+		close(null);
+	detach_verdict(verdict_fd, 0);
+}
+
+static void stderr_stop(void)
+{
+	int null;
+	if (!stderr_forwarding)
+		return;
+	fflush(stderr);
+	if ((null = open("/dev/null", O_WRONLY)) >= 0) { /* the pipe's last writer goes */
+		dup2(null, 2);
+		close(null);
+	}
+	pthread_join(stderr_thread, NULL);
+	stderr_forwarding = 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The tick: lazy durability every commit_interval                        */
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* CLOCK_MONOTONIC */
+	int stop;          /* under mu */
+	fs *fs;
+	uint32_t ms;
+	pthread_t th;
+	int running;
+} tick = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *tick_main(void *arg)
+{
+	int last = 0;
+	(void)arg;
+	pthread_mutex_lock(&tick.mu);
+	while (!tick.stop) {
+		struct timespec t;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		t.tv_sec += tick.ms / 1000;
+		t.tv_nsec += (long)(tick.ms % 1000) * 1000000L;
+		if (t.tv_nsec >= 1000000000L)
+			t.tv_sec++, t.tv_nsec -= 1000000000L;
+		while (!tick.stop && pthread_cond_timedwait(&tick.cv, &tick.mu, &t) != ETIMEDOUT)
+			;
+		if (tick.stop)
+			break;
+		pthread_mutex_unlock(&tick.mu);
+		int rc = fs_tick(tick.fs);
+		if (rc != 0 && rc != last) /* once per kind of failure */
+			fsd_log(LOG_ERR, "periodic flush failed: %s", strerror(rc < 0 ? -rc : rc));
+		last = rc;
+		pthread_mutex_lock(&tick.mu);
+	}
+	pthread_mutex_unlock(&tick.mu);
+	return NULL;
+}
+
+static int tick_start(fs *f, uint32_t ms)
+{
+	pthread_condattr_t ca;
+	int rc;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&tick.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	tick.fs = f;
+	tick.ms = ms;
+	tick.stop = 0;
+	if ((rc = start_thread(&tick.th, tick_main, NULL)) != 0)
+		return rc;
+	tick.running = 1;
+	return 0;
+}
+
+static void tick_stop(void)
+{
+	if (!tick.running)
+		return;
+	pthread_mutex_lock(&tick.mu);
+	tick.stop = 1;
+	pthread_cond_signal(&tick.cv);
+	pthread_mutex_unlock(&tick.mu);
+	pthread_join(tick.th, NULL);
+	tick.running = 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* ---------------------------------------------------------------------- */
+/* The store and the mount                                                */
+
+/* One daemon per store: a second tpfsd (a repeated mount -a, a second
+ * fstab line) would run a second engine on the same files.  An exclusive
+ * flock on the store directory, held until exit; taken by the child, which
+ * outlives the parent (D2).  (Belongs in tp_open: then drop this.) */
+static int lock_store(const char *store)
+{
+	int fd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fsd_log(LOG_ERR, "%s: %s", store, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		fsd_log(LOG_ERR, "%s: %s", store,
+			e == EWOULDBLOCK ? "in use: another tpfsd serves this store" : strerror(e));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The kernel reads ahead at most the backing device's read_ahead_kb (128 by
+ * default), whatever max_readahead asks: sequential reads would come in
+ * 128 KiB requests, 8 round trips a MiB.  Raise it to FSD_IO_SIZE; the
+ * kernel still keeps the smaller of this and max_readahead at INIT.  The
+ * device is found in mountinfo, since a stat of the mount point would wait
+ * for the session loop, which has not started.  Root only; best effort. */
+static void tune_readahead(const char *mnt)
+{
+	FILE *mi = fopen("/proc/self/mountinfo", "r");
+	char line[8192], dev[64] = "", path[PATH_MAX + 32];
+	if (!mi)
+		return;
+	while (fgets(line, sizeof line, mi)) {
+		char d[64], m[PATH_MAX], *sep = strstr(line, " - ");
+		/* id parent major:minor root mountpoint ... - fstype source opts */
+		if (!sep || sscanf(line, "%*s %*s %63s %*s %4095s", d, m) != 2 || strncmp(sep, " - fuse.", 8) != 0)
+			continue;
+		/* mountinfo escapes space, tab, newline and backslash as \ooo */
+		char un[PATH_MAX], *o = un;
+		for (const char *p = m; *p && o < un + sizeof un - 1; p++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] && p[3]) {
+				*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 3;
+			} else {
+				*o++ = *p;
+			}
+		}
+		*o = 0;
+		if (!strcmp(un, mnt))
+			snprintf(dev, sizeof dev, "%s", d); /* the last one is the newest */
+	}
+	fclose(mi);
+	if (!dev[0])
+		return;
+	snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *ra = fopen(path, "w");
+	int ok = ra && fprintf(ra, "%u\n", FSD_IO_SIZE / 1024) > 0;
+	if (ra && fclose(ra) != 0)
+		ok = 0;
+	if (!ok)
+		fsd_log(LOG_DEBUG, "%s: cannot raise the read-ahead: %s", path, strerror(errno));
+	else
+		fsd_log(LOG_DEBUG, "%s: %u", path, FSD_IO_SIZE / 1024);
+}
+
+static void block_signals(void)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+}
+
+static const char *errstr(int rc)
+{
+	return strerror(rc < 0 ? -rc : rc);
+}
+
+int main(int argc, char **argv)
+{
+	conf c;
+	fsd d;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	struct fuse_loop_config *loop = NULL;
+	int verdict = -1, rc, ret = 1, mounted = 0, signals = 0, loop_rc = 0, lock_fd = -1;
+
+	memset(&c, 0, sizeof c);
+	memset(&d, 0, sizeof d);
+	c.fo.commit_ms = 1000;
+	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
+	c.max_threads = 64;
+	c.max_idle_threads = 10;
+	if (parse_args(&c, argc, argv) != 0) {
+		fprintf(stderr, "Try 'tpfsd --help'.\n");
+		return 2;
+	}
+	if (c.help) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (c.version) {
+		printf("tpfsd %s (libfuse %s)\n", TPFS_VERSION, fuse_pkgversion());
+		return 0;
+	}
+	log_debug = c.debug;
+	fuse_set_log_func(fuse_logger);
+	if (resolve_paths(&c) != 0 || fuse_defaults(&c) != 0)
+		return 1;
+	if (c.logdir) /* TODO: fs_options.logdir = c.logdir, once fs.h has it */
+		fsd_log(LOG_WARNING, "logdir=%s: not passed on yet; the log directory recorded in the store is used",
+			c.logdir);
+
+	/* D1 */
+	if (fuse_opt_add_arg(&args, "tpfsd") || fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, c.fuse_opts) || (c.debug && fuse_opt_add_arg(&args, "-d"))) {
+		fprintf(stderr, "tpfsd: out of memory\n");
+		return 1;
+	}
+	d.entry_timeout = c.entry_timeout;
+	d.attr_timeout = c.attr_timeout;
+	d.negative_timeout = c.negative_timeout;
+	d.readonly = c.fo.readonly;
+	if (!(d.conn_opts = fuse_parse_conn_info_opts(&args))) {
+		fuse_opt_free_args(&args);
+		return 2;
+	}
+	if (!(se = fuse_session_new(&args, &fsd_ops, sizeof fsd_ops, &d))) {
+		fprintf(stderr, "Try 'tpfsd --help'.\n");
+		ret = 2;
+		goto out;
+	}
+
+	if (!c.foreground) /* D2 */
+		verdict = detach_start();
+	openlog("tpfsd", LOG_PID, LOG_DAEMON);
+
+	/* D3 */
+	if ((lock_fd = lock_store(c.store_abs)) < 0)
+		goto out;
+	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
+		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
+		goto out;
+	}
+	/* libfuse takes over only signals at their default: a shell without job
+	 * control starts `tpfsd -f &` with SIGINT ignored, yet kill -INT must
+	 * unmount it. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out;
+	signals = 1;
+	if (fuse_session_mount(se, c.mnt_abs) != 0) {
+		fsd_log(LOG_ERR, "cannot mount on %s", c.mnt_abs);
+		goto out;
+	}
+	mounted = 1;
+	if (geteuid() == 0)
+		tune_readahead(c.mnt_abs);
+	if (!c.foreground) {
+		detach_finish(verdict);
+		verdict = -1;
+	}
+	fsd_log(LOG_INFO, "%s mounted on %s%s%s", c.store_abs, c.mnt_abs, c.fo.readonly ? " read-only" : "",
+		c.fo.sync ? ", sync" : "");
+	if ((rc = tick_start(d.fs, c.fo.commit_ms)) != 0)
+		fsd_log(LOG_ERR, "cannot start the periodic flush: %s; changes are durable at fsync and unmount",
+			strerror(rc));
+
+	if (!(loop = fuse_loop_cfg_create())) {
+		fsd_log(LOG_ERR, "out of memory");
+		loop_rc = -ENOMEM;
+	} else {
+		fuse_loop_cfg_set_clone_fd(loop, 1);
+		fuse_loop_cfg_set_idle_threads(loop, c.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(loop, c.max_threads);
+		loop_rc = fuse_session_loop_mt(se, loop);
+	}
+
+	/* Shutdown */
+	block_signals();
+	if (loop_rc > 0)
+		fsd_log(LOG_INFO, "signal %d: unmounting %s", loop_rc, c.mnt_abs);
+	else if (loop_rc < 0)
+		fsd_log(LOG_ERR, "session loop failed: %s; unmounting %s", strerror(-loop_rc), c.mnt_abs);
+	fuse_session_unmount(se);
+	mounted = 0;
+	tick_stop();
+	rc = fs_unmount(d.fs);
+	d.fs = NULL;
+	if (rc != 0)
+		fsd_log(LOG_ERR, "%s: the final flush and checkpoint failed (%s): the next mount recovers",
+			c.store_abs, errstr(rc));
+	else
+		fsd_log(LOG_INFO, "%s: unmounted cleanly", c.store_abs);
+	ret = rc != 0 || loop_rc < 0;
+
+out:
+	if (mounted)
+		fuse_session_unmount(se);
+	if (d.fs)
+		fs_unmount(d.fs);
+	if (signals)
+		fuse_remove_signal_handlers(se);
+	if (se)
+		fuse_session_destroy(se);
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	detach_verdict(verdict, (unsigned char)ret); /* a failure before detaching */
+	if (lock_fd >= 0)
+		close(lock_fd);
+	free(d.conn_opts);
+	fuse_opt_free_args(&args);
+	free(c.fuse_opts);
+	free(c.logdir);
+	stderr_stop();
+	closelog();
+	return ret;
+}

@@ -1,0 +1,325 @@
+/*
+ * tpcb_bdb -- TPC-B on Berkeley DB 5.3 (libdb5.3-dev).
+ *
+ * Environment dir/bdb with DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG |
+ * DB_INIT_MPOOL | DB_THREAD | DB_RECOVER, the same cache as every system,
+ * an 8 MiB log buffer, automatic deadlock detection (DB_LOCK_DEFAULT) and
+ * log files removed when no longer needed.  Four DB_BTREE databases keyed
+ * by 8-byte big-endian ids (history by its sequence number).  Reads use
+ * DB_RMW (write locks at once, no upgrade deadlocks); a transaction that
+ * gets DB_LOCK_DEADLOCK or DB_LOCK_NOTGRANTED is aborted and retried.
+ * Berkeley DB locks pages: the 10 branch records share one leaf page, as
+ * do the 100 tellers, and appends share the last history page.
+ *
+ * Modes: durable (txn->commit(t, 0)), nosync (DB_TXN_NOSYNC).
+ */
+#include <db.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "benchutil.h"
+#include "tpcb.h"
+
+enum { D_ACC, D_TEL, D_BR, D_HIST, NDB };
+static const char *const db_name[NDB] = {"account.db", "teller.db", "branch.db", "history.db"};
+
+static const tpcb_mode modes[] = {
+	{"durable", TPCB_DURABLE, "durable at commit: the log is flushed (group commit)"},
+	{"nosync", TPCB_NOSYNC, "atomic; DB_TXN_NOSYNC: commits in the log buffer lost at a crash, even a process crash"},
+};
+
+typedef struct bdb {
+	DB_ENV *env;
+	DB *db[NDB];
+	u_int32_t commit_flags;
+} bdb;
+
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "tpcb: bdb: %s: %s\n", what, db_strerror(rc));
+	return rc ? rc : -1;
+}
+
+static int env_open(const char *home, size_t cache, DB_ENV **out)
+{
+	DB_ENV *env;
+	int rc;
+	tpcb_rmtree(home);
+	if (mkdir(home, 0755) != 0)
+		return fail(home, errno);
+	if ((rc = db_env_create(&env, 0)) != 0)
+		return fail("db_env_create", rc);
+	env->set_errfile(env, stderr);
+	env->set_errpfx(env, "tpcb: bdb");
+	if ((rc = env->set_cachesize(env, (u_int32_t)(cache >> 30), (u_int32_t)(cache & ((1u << 30) - 1)), 1)) != 0 ||
+	    (rc = env->set_lk_detect(env, DB_LOCK_DEFAULT)) != 0 || (rc = env->set_lk_max_locks(env, 200000)) != 0 ||
+	    (rc = env->set_lk_max_objects(env, 200000)) != 0 || (rc = env->set_lg_bsize(env, 8u << 20)) != 0 ||
+	    (rc = env->log_set_config(env, DB_LOG_AUTO_REMOVE, 1)) != 0) {
+		env->close(env, 0);
+		return fail("configure", rc);
+	}
+	if ((rc = env->open(env, home,
+			    DB_CREATE | DB_INIT_TXN | DB_INIT_LOCK | DB_INIT_LOG | DB_INIT_MPOOL | DB_THREAD | DB_RECOVER,
+			    0644)) != 0) {
+		env->close(env, 0);
+		return fail("open environment", rc);
+	}
+	*out = env;
+	return 0;
+}
+
+static int db_open(DB_ENV *env, const char *name, DB **out)
+{
+	DB *db;
+	int rc;
+	if ((rc = db_create(&db, env, 0)) != 0)
+		return fail("db_create", rc);
+	if ((rc = db->set_pagesize(db, 4096)) != 0 ||
+	    (rc = db->open(db, NULL, name, NULL, DB_BTREE, DB_CREATE | DB_AUTO_COMMIT | DB_THREAD, 0644)) != 0) {
+		db->close(db, 0);
+		return fail(name, rc);
+	}
+	*out = db;
+	return 0;
+}
+
+static void dbt(DBT *d, void *p, u_int32_t len)
+{
+	memset(d, 0, sizeof *d);
+	d->data = p;
+	d->size = len;
+	d->ulen = len;
+	d->flags = DB_DBT_USERMEM;
+}
+
+static void b_close(void *h)
+{
+	bdb *d = h;
+	for (int i = 0; i < NDB; i++)
+		if (d->db[i])
+			d->db[i]->close(d->db[i], 0);
+	if (d->env)
+		d->env->close(d->env, 0);
+	free(d);
+}
+
+static int b_open(const tpcb_cfg *cfg, void **out)
+{
+	char home[4096];
+	bdb *d = calloc(1, sizeof *d);
+	int rc;
+	if (!d)
+		return ENOMEM;
+	tpcb_path(home, sizeof home, cfg->dir, "bdb");
+	if ((rc = env_open(home, cfg->cache_bytes, &d->env)) != 0)
+		goto err;
+	for (int i = 0; i < NDB; i++)
+		if ((rc = db_open(d->env, db_name[i], &d->db[i])) != 0)
+			goto err;
+	uint32_t n[3] = {cfg->accounts, cfg->tellers, cfg->branches};
+	uint32_t per[3] = {cfg->accounts / cfg->branches, cfg->tellers / cfg->branches, 1};
+	static const char *const what[3] = {"accounts", "tellers", "branches"};
+	for (int k = 0; k < 3; k++) {
+		DB_TXN *t = NULL;
+		for (uint32_t i = 0; i < n[k]; i++) {
+			unsigned char kb[8];
+			tpcb_rec r;
+			DBT key, val;
+			if (i % 10000 == 0)
+				tpcb_progress("bdb", what[k], i, n[k]);
+			if (!t && (rc = d->env->txn_begin(d->env, NULL, &t, 0)) != 0)
+				goto err;
+			tpcb_be64(kb, i);
+			tpcb_rec_init(&r, i, i / per[k]);
+			dbt(&key, kb, 8);
+			dbt(&val, &r, TPCB_REC);
+			if ((rc = d->db[k]->put(d->db[k], t, &key, &val, 0)) != 0) {
+				t->abort(t);
+				goto err;
+			}
+			if (i % 1000 == 999 || i == n[k] - 1) {
+				rc = t->commit(t, DB_TXN_NOSYNC);
+				t = NULL;
+				if (rc)
+					goto err;
+			}
+		}
+		tpcb_progress("bdb", what[k], n[k], n[k]);
+	}
+	if ((rc = d->env->log_flush(d->env, NULL)) != 0 || (rc = d->env->txn_checkpoint(d->env, 0, 0, DB_FORCE)) != 0)
+		goto err;
+	*out = d;
+	return 0;
+err:
+	fail("load", rc);
+	b_close(d);
+	return rc ? rc : -1;
+}
+
+static int b_set_mode(void *h, int mode)
+{
+	bdb *d = h;
+	d->commit_flags = mode == 1 ? DB_TXN_NOSYNC : 0;
+	return 0;
+}
+
+static int b_worker_open(void *h, void **w)
+{
+	*w = h;
+	return 0;
+}
+
+static void b_worker_close(void *w) { (void)w; }
+
+static int update(DB *db, DB_TXN *t, uint64_t id, int64_t delta)
+{
+	unsigned char kb[8];
+	tpcb_rec r;
+	DBT key, val;
+	int rc;
+	tpcb_be64(kb, id);
+	dbt(&key, kb, 8);
+	dbt(&val, &r, TPCB_REC);
+	if ((rc = db->get(db, t, &key, &val, DB_RMW)) != 0)
+		return rc;
+	r.balance += delta;
+	return db->put(db, t, &key, &val, 0);
+}
+
+static int b_txn(void *w, const tpcb_args *a, uint64_t *retries)
+{
+	bdb *d = w;
+	int rc;
+	for (;;) {
+		DB_TXN *t;
+		unsigned char kb[8];
+		tpcb_hist h;
+		DBT key, val;
+		if ((rc = d->env->txn_begin(d->env, NULL, &t, 0)) != 0)
+			return fail("txn_begin", rc);
+		tpcb_be64(kb, a->hseq);
+		tpcb_hist_init(&h, a);
+		dbt(&key, kb, 8);
+		dbt(&val, h.b, TPCB_HIST);
+		if ((rc = update(d->db[D_ACC], t, a->account, a->delta)) != 0 ||
+		    (rc = update(d->db[D_TEL], t, a->teller, a->delta)) != 0 ||
+		    (rc = update(d->db[D_BR], t, a->branch, a->delta)) != 0 ||
+		    (rc = d->db[D_HIST]->put(d->db[D_HIST], t, &key, &val, 0)) != 0) {
+			t->abort(t);
+		} else if ((rc = t->commit(t, d->commit_flags)) == 0) {
+			return 0;
+		}
+		if (rc != DB_LOCK_DEADLOCK && rc != DB_LOCK_NOTGRANTED)
+			return fail("transaction", rc);
+		(*retries)++;
+	}
+}
+
+/* hist: 0 balances, 1 history deltas, 2 value bytes */
+static int sum_db(DB *db, int hist, int64_t *sum, uint64_t *n)
+{
+	DBC *c;
+	DBT key, val;
+	int rc;
+	*sum = 0;
+	*n = 0;
+	if ((rc = db->cursor(db, NULL, &c, 0)) != 0)
+		return fail("cursor", rc);
+	memset(&key, 0, sizeof key);
+	memset(&val, 0, sizeof val);
+	key.flags = val.flags = DB_DBT_MALLOC;
+	while ((rc = c->get(c, &key, &val, DB_NEXT)) == 0) {
+		if (hist == 2) {
+			*sum += val.size;
+		} else if (hist) {
+			*sum += tpcb_hist_delta(val.data);
+		} else {
+			tpcb_rec r;
+			memcpy(&r, val.data, TPCB_REC);
+			*sum += r.balance;
+		}
+		(*n)++;
+		free(key.data);
+		free(val.data);
+	}
+	c->close(c);
+	return rc == DB_NOTFOUND ? 0 : fail("scan", rc);
+}
+
+static int b_sums(void *h, tpcb_sums *s)
+{
+	bdb *d = h;
+	uint64_t n;
+	int rc;
+	if ((rc = sum_db(d->db[D_ACC], 0, &s->accounts, &n)) != 0 || (rc = sum_db(d->db[D_TEL], 0, &s->tellers, &n)) != 0 ||
+	    (rc = sum_db(d->db[D_BR], 0, &s->branches, &n)) != 0 ||
+	    (rc = sum_db(d->db[D_HIST], 1, &s->history, &s->history_n)) != 0)
+		return rc;
+	return 0;
+}
+
+static int b_bulk(const char *dir, uint32_t n, double *secs)
+{
+	char home[4096];
+	DB_ENV *env;
+	DB *db;
+	DB_TXN *t;
+	int rc;
+	tpcb_path(home, sizeof home, dir, "bulk-bdb");
+	if ((rc = env_open(home, 160u << 20, &env)) != 0)
+		return rc;
+	if ((rc = db_open(env, "pairs.db", &db)) != 0) {
+		env->close(env, 0);
+		return rc;
+	}
+	double a = bench_now();
+	if ((rc = env->txn_begin(env, NULL, &t, 0)) != 0)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned char kb[4], vb[4];
+		DBT key, val;
+		tpcb_be32(kb, i);
+		memcpy(vb, &i, 4);
+		dbt(&key, kb, 4);
+		dbt(&val, vb, 4);
+		if ((rc = db->put(db, t, &key, &val, 0)) != 0) {
+			t->abort(t);
+			goto out;
+		}
+	}
+	if ((rc = t->commit(t, 0)) != 0)
+		goto out;
+	*secs = bench_now() - a;
+	int64_t sum;
+	uint64_t cnt;
+	if ((rc = sum_db(db, 2, &sum, &cnt)) == 0 && cnt != n) {
+		fprintf(stderr, "tpcb: bdb: bulk check FAILED: %" PRIu64 " pairs of %" PRIu32 "\n", cnt, n);
+		rc = -1;
+	}
+out:
+	if (rc)
+		fail("bulk", rc);
+	db->close(db, 0);
+	env->close(env, 0);
+	tpcb_rmtree(home);
+	return rc;
+}
+
+const tpcb_system tpcb_bdb = {
+	.name = "bdb",
+	.modes = modes,
+	.nmodes = 2,
+	.notes = DB_VERSION_STRING "; DB_BTREE, page locks, DB_RMW reads, 8 MiB log buffer, cache = the data",
+	.open = b_open,
+	.set_mode = b_set_mode,
+	.worker_open = b_worker_open,
+	.txn = b_txn,
+	.worker_close = b_worker_close,
+	.sums = b_sums,
+	.close = b_close,
+	.bulk = b_bulk,
+};

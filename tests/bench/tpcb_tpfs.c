@@ -1,0 +1,376 @@
+/*
+ * tpcb_tpfs -- TPC-B on the tpfs engine (tp.h record API).
+ *
+ * Store dir/tpfs: four trees, "account", "teller", "branch" (TP_TREE_U64,
+ * keyed by the 8-byte id, 100-byte values) and "history" (TP_TREE_U64,
+ * keyed by the 8-byte sequence number, 50-byte values, put with TP_APPEND).
+ *
+ * A transaction X-locks each record by an explicit lock before reading it
+ * (tp_lock on "A"/"T"/"B" + id), so that the record's S lock from tp_get is
+ * never upgraded: two transactions reading the same branch and then both
+ * upgrading would deadlock on nearly every transaction at 10 branches
+ * (Berkeley DB's DB_RMW does the same).  Locks are taken in the order
+ * account, teller, branch, so transactions never deadlock with each other;
+ * TP_EDEADLOCK / TP_EROLLBACK / TP_ETIMEOUT are retried all the same.
+ *
+ * Modes
+ *   durable      tp_commit(t, 0)
+ *   nosync       tp_commit(t, TP_COMMIT_NOSYNC)
+ *   unprotected  a second store, dir/tpfs-notxn, whose trees are
+ *                TP_TREE_NOTXN, written with t == NULL: no log, no locks.
+ *                The record read-modify-writes would race, so a global
+ *                mutex makes each transaction's body exclusive (at 2+
+ *                threads this measures the serialized engine).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "tp.h"
+#include "tpcb.h"
+
+enum { M_DURABLE, M_NOSYNC, M_UNPROTECTED };
+enum { T_ACC, T_TEL, T_BR, T_HIST, NTREE };
+static const char *const tree_name[NTREE] = {"account", "teller", "branch", "history"};
+
+static const tpcb_mode modes[] = {
+	{"durable", TPCB_DURABLE, "durable at commit: tp_commit(t, 0) flushes the log (group commit)"},
+	{"nosync", TPCB_NOSYNC, "atomic; TP_COMMIT_NOSYNC: commits not yet flushed lost at a crash"},
+	{"unprotected", TPCB_NONE, "TP_TREE_NOTXN, no log or locks, global mutex: a crash may damage the trees"},
+};
+
+typedef struct tdb {
+	tpcb_cfg cfg;
+	tp_env *env;
+	tp_tree *tr[NTREE];
+	int mode;
+	tp_stats s0;        /* at the start of a measurement */
+	pthread_mutex_t mu; /* unprotected mode: one transaction body at a time */
+} tdb;
+
+static int fail(const char *what, int rc)
+{
+	fprintf(stderr, "tpcb: tpfs: %s: %s (%s)\n", what, tp_strerror(rc), tp_errmsg());
+	return rc ? rc : -1;
+}
+
+static void put64(unsigned char *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void close_store(tdb *d)
+{
+	for (int i = 0; i < NTREE; i++) {
+		tp_tree_close(d->tr[i]);
+		d->tr[i] = NULL;
+	}
+	if (d->env) {
+		int rc = tp_close(d->env);
+		if (rc)
+			fail("close", rc);
+	}
+	d->env = NULL;
+}
+
+/* Makes and loads store dir/name; notxn: unprotected trees. */
+static int open_store(tdb *d, const char *name, int notxn)
+{
+	char store[4096];
+	tp_options o;
+	tp_txn *t = NULL;
+	int rc;
+	const char *sys = notxn ? "tpfs (unprotected)" : "tpfs";
+
+	tpcb_path(store, sizeof store, d->cfg.dir, name);
+	tpcb_rmtree(store);
+	tp_options_init(&o);
+	o.quiet = 1;
+	o.cache_pages = d->cfg.cache_bytes / 4096;
+	if ((rc = tp_mkfs(store, &o)) != 0)
+		return fail("mkfs", rc);
+	if ((rc = tp_open(store, &o, &d->env)) != 0)
+		return fail("open", rc);
+	for (int i = 0; i < NTREE; i++)
+		if ((rc = tp_tree_open(d->env, tree_name[i], TP_TREE_CREATE | TP_TREE_U64 | (notxn ? TP_TREE_NOTXN : 0),
+				       &d->tr[i])) != 0)
+			return fail("tree open", rc);
+	uint32_t n[3] = {d->cfg.accounts, d->cfg.tellers, d->cfg.branches};
+	uint32_t per[3] = {d->cfg.accounts / d->cfg.branches, d->cfg.tellers / d->cfg.branches, 1};
+	static const char *const what[3] = {"accounts", "tellers", "branches"};
+	for (int k = 0; k < 3; k++) {
+		for (uint32_t i = 0; i < n[k]; i++) {
+			unsigned char key[8];
+			tpcb_rec r;
+			if (i % 10000 == 0)
+				tpcb_progress(sys, what[k], i, n[k]);
+			if (!notxn && !t && (rc = tp_begin(d->env, &t)) != 0)
+				return fail("begin", rc);
+			tpcb_rec_init(&r, i, i / per[k]);
+			put64(key, i);
+			if ((rc = tp_put(t, d->tr[k], key, 8, &r, TPCB_REC, TP_APPEND)) != 0)
+				return fail("load put", rc);
+			if (t && (i % 1000 == 999 || i == n[k] - 1)) {
+				rc = tp_commit(t, TP_COMMIT_NOSYNC);
+				t = NULL;
+				if (rc)
+					return fail("load commit", rc);
+			}
+		}
+		tpcb_progress(sys, what[k], n[k], n[k]);
+	}
+	if ((rc = tp_checkpoint(d->env)) != 0) /* the loaded pages on disk, the log short */
+		return fail("checkpoint", rc);
+	return 0;
+}
+
+static int t_open(const tpcb_cfg *cfg, void **out)
+{
+	tdb *d = calloc(1, sizeof *d);
+	if (!d)
+		return ENOMEM;
+	d->cfg = *cfg;
+	pthread_mutex_init(&d->mu, NULL);
+	int rc = open_store(d, "tpfs", 0);
+	if (rc) {
+		close_store(d);
+		free(d);
+		return rc;
+	}
+	*out = d;
+	return 0;
+}
+
+static int t_set_mode(void *db, int mode)
+{
+	tdb *d = db;
+	int rc = 0;
+	if (mode == M_UNPROTECTED && d->mode != M_UNPROTECTED) {
+		close_store(d);
+		char store[4096];
+		tpcb_path(store, sizeof store, d->cfg.dir, "tpfs");
+		tpcb_rmtree(store);
+		rc = open_store(d, "tpfs-notxn", 1);
+	}
+	d->mode = mode;
+	return rc;
+}
+
+static int t_worker_open(void *db, void **w)
+{
+	*w = db;
+	return 0;
+}
+
+static void t_worker_close(void *w) { (void)w; }
+
+/* Adds delta to record id of tree k, after X-locking it by name. */
+static int update(tdb *d, tp_txn *t, int k, uint64_t id, int64_t delta)
+{
+	unsigned char key[8], name[9];
+	tpcb_rec r;
+	size_t vlen;
+	int rc;
+	put64(key, id);
+	if (t) {
+		name[0] = "ATB"[k];
+		memcpy(name + 1, key, 8);
+		if ((rc = tp_lock(t, name, sizeof name, TP_LOCK_X)) != 0)
+			return rc;
+	}
+	if ((rc = tp_get(t, d->tr[k], key, 8, &r, sizeof r, &vlen)) != 0)
+		return rc;
+	if (vlen != TPCB_REC)
+		return TP_ECORRUPT;
+	r.balance += delta;
+	return tp_put(t, d->tr[k], key, 8, &r, TPCB_REC, 0);
+}
+
+static int body(tdb *d, tp_txn *t, const tpcb_args *a)
+{
+	unsigned char key[8];
+	tpcb_hist h;
+	int rc;
+	if ((rc = update(d, t, T_ACC, a->account, a->delta)) != 0 || (rc = update(d, t, T_TEL, a->teller, a->delta)) != 0 ||
+	    (rc = update(d, t, T_BR, a->branch, a->delta)) != 0)
+		return rc;
+	put64(key, a->hseq);
+	tpcb_hist_init(&h, a);
+	return tp_put(t, d->tr[T_HIST], key, 8, h.b, TPCB_HIST, TP_APPEND);
+}
+
+static int t_txn(void *w, const tpcb_args *a, uint64_t *retries)
+{
+	tdb *d = w;
+	int rc;
+	if (d->mode == M_UNPROTECTED) {
+		pthread_mutex_lock(&d->mu);
+		rc = body(d, NULL, a);
+		pthread_mutex_unlock(&d->mu);
+		return rc ? fail("unprotected transaction", rc) : 0;
+	}
+	for (;;) {
+		tp_txn *t;
+		if ((rc = tp_begin(d->env, &t)) != 0)
+			return fail("begin", rc);
+		if ((rc = body(d, t, a)) != 0) {
+			(void)tp_abort(t);
+		} else {
+			rc = tp_commit(t, d->mode == M_NOSYNC ? TP_COMMIT_NOSYNC : 0);
+			if (rc == 0)
+				return 0;
+		}
+		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK && rc != TP_ETIMEOUT)
+			return fail("transaction", rc);
+		(*retries)++;
+	}
+}
+
+static int sum_tree(tdb *d, int k, int64_t *sum, uint64_t *n)
+{
+	tp_cursor *c;
+	const void *key, *val;
+	size_t klen, vlen;
+	int rc;
+	*sum = 0;
+	*n = 0;
+	if ((rc = tp_cursor_open(NULL, d->tr[k], &c)) != 0)
+		return fail("cursor", rc);
+	for (rc = tp_cursor_seek(c, "", 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
+		tp_cursor_get(c, &key, &klen, &val, &vlen);
+		if (k == T_HIST) {
+			*sum += tpcb_hist_delta(val);
+		} else {
+			tpcb_rec r;
+			memcpy(&r, val, TPCB_REC);
+			*sum += r.balance;
+		}
+		(*n)++;
+	}
+	tp_cursor_close(c);
+	return rc == TP_ENOTFOUND ? 0 : fail("scan", rc);
+}
+
+static int t_sums(void *db, tpcb_sums *s)
+{
+	tdb *d = db;
+	uint64_t n;
+	int rc;
+	if ((rc = sum_tree(d, T_ACC, &s->accounts, &n)) != 0 || (rc = sum_tree(d, T_TEL, &s->tellers, &n)) != 0 ||
+	    (rc = sum_tree(d, T_BR, &s->branches, &n)) != 0 || (rc = sum_tree(d, T_HIST, &s->history, &s->history_n)) != 0)
+		return rc;
+	return 0;
+}
+
+static void t_close(void *db)
+{
+	tdb *d = db;
+	close_store(d);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
+}
+
+/* The bulk test's check: n pairs, key i (big-endian) with value i. */
+static int count_pairs(tp_tree *tr, uint32_t n)
+{
+	tp_cursor *c;
+	const void *key, *val;
+	size_t klen, vlen;
+	uint32_t i = 0;
+	int rc;
+	if ((rc = tp_cursor_open(NULL, tr, &c)) != 0)
+		return fail("bulk check", rc);
+	for (rc = tp_cursor_seek(c, "", 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c), i++) {
+		uint32_t v;
+		tp_cursor_get(c, &key, &klen, &val, &vlen);
+		memcpy(&v, val, 4);
+		if (klen != 4 || vlen != 4 || tpcb_get_be32(key) != i || v != i)
+			break;
+	}
+	tp_cursor_close(c);
+	if (rc != TP_ENOTFOUND || i != n) {
+		fprintf(stderr, "tpcb: tpfs: bulk check FAILED at pair %" PRIu32 " of %" PRIu32 "\n", i, n);
+		return -1;
+	}
+	return 0;
+}
+
+static void t_stats(void *db, int start, uint64_t commits, char *buf, size_t cap)
+{
+	tdb *d = db;
+	tp_stats s;
+	tp_stats_get(d->env, &s);
+	if (start) {
+		d->s0 = s;
+		return;
+	}
+	double c = commits ? (double)commits : 1;
+	snprintf(buf, cap,
+		 "per txn: log flushes %.3f, records %.1f, bytes %.0f, page images %.3f, page writes %.3f; "
+		 "checkpoints %" PRIu64,
+		 (double)(s.log_flushes - d->s0.log_flushes) / c, (double)(s.log_records - d->s0.log_records) / c,
+		 (double)(s.log_bytes - d->s0.log_bytes) / c, (double)(s.log_fpis - d->s0.log_fpis) / c,
+		 (double)(s.page_writes - d->s0.page_writes) / c, s.checkpoints - d->s0.checkpoints);
+}
+
+static int t_bulk(const char *dir, uint32_t n, double *secs)
+{
+	char store[4096];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	tp_txn *t;
+	int rc;
+	tpcb_path(store, sizeof store, dir, "bulk-tpfs");
+	tpcb_rmtree(store);
+	tp_options_init(&o);
+	o.quiet = 1;
+	o.cache_pages = 40000;
+	if ((rc = tp_mkfs(store, &o)) != 0 || (rc = tp_open(store, &o, &env)) != 0)
+		return fail("bulk open", rc);
+	if ((rc = tp_tree_open(env, "pairs", TP_TREE_CREATE, &tr)) != 0)
+		return fail("bulk tree", rc);
+	double a = bench_now();
+	if ((rc = tp_begin(env, &t)) != 0)
+		return fail("bulk begin", rc);
+	for (uint32_t i = 0; i < n; i++) {
+		unsigned char k[4], v[4];
+		tpcb_be32(k, i);
+		memcpy(v, &i, 4);
+		if ((rc = tp_put(t, tr, k, 4, v, 4, TP_APPEND)) != 0) {
+			(void)tp_abort(t);
+			return fail("bulk put", rc);
+		}
+	}
+	if ((rc = tp_commit(t, 0)) != 0)
+		return fail("bulk commit", rc);
+	*secs = bench_now() - a;
+	if ((rc = count_pairs(tr, n)) != 0)
+		return rc;
+	tp_tree_close(tr);
+	if ((rc = tp_close(env)) != 0)
+		return fail("bulk close", rc);
+	tpcb_rmtree(store);
+	return 0;
+}
+
+const tpcb_system tpcb_tpfs = {
+	.name = "tpfs",
+	.modes = modes,
+	.nmodes = 3,
+	.notes = "U64 trees, explicit X lock per record before reading it (no S->X upgrade), cache = the data",
+	.open = t_open,
+	.set_mode = t_set_mode,
+	.worker_open = t_worker_open,
+	.txn = t_txn,
+	.worker_close = t_worker_close,
+	.sums = t_sums,
+	.close = t_close,
+	.stats = t_stats,
+	.bulk = t_bulk,
+};
