@@ -302,19 +302,16 @@ int buf_flush_all(buf_pool *bp)
 		pg->pins++;
 		pthread_mutex_unlock(&bp->mu);
 		pthread_rwlock_rdlock(&pg->latch);
-		uint64_t lsn = buf_page_lsn(pg);
 		rc = page_write(bp, pg->pgno, pg->data, tmp);
-		pthread_rwlock_unlock(&pg->latch);
 		pthread_mutex_lock(&bp->mu);
-		if (!rc) {
+		if (!rc) { /* still S-latched: no change since the write */
 			bp->st.writes++;
-			if (buf_page_lsn(pg) == lsn) { /* not changed since: clean */
-				pg->dirty = 0;
-				pg->rec_lsn = 0;
-			}
+			pg->dirty = 0;
+			pg->rec_lsn = 0;
 		}
 		pg->pins--;
 		pthread_mutex_unlock(&bp->mu);
+		pthread_rwlock_unlock(&pg->latch);
 	}
 	free(tmp);
 	if (!rc && !bp->readonly && (rc = io_sync(bp->f)) != 0) {

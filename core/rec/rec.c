@@ -367,7 +367,17 @@ static int redo(log_mgr *lg, buf_pool *bp, analysis *a, rec_result *res)
 		buf_page *pg;
 		if (!op || !(op->flags & OPF_PAGE) || r.pgno == LOG_NOPAGE)
 			continue;
-		uint64_t *rl = dpt_slot(&a->dp, r.pgno, 0);
+		int full = (op->flags & OPF_FULLPAGE) != 0;
+		uint64_t *rl = dpt_slot(&a->dp, r.pgno, full);
+		if (full && !rl) {
+			rc = ENOMEM;
+			break;
+		}
+		/* a page written after this image may be torn: rebuild it from
+		 * the image and redo every later record (R1 skips what the page
+		 * already has) */
+		if (full && (!*rl || r.lsn < *rl))
+			*rl = r.lsn;
 		if (!rl || r.lsn < *rl)
 			continue;
 		int flags = BUF_X | ((op->flags & OPF_FULLPAGE) ? BUF_REBUILD : 0);

@@ -60,6 +60,7 @@ struct txn {
 	uint64_t first_lsn;  /* first record, 0 if none yet */
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
 	uint64_t undo_next;  /* T4 */
+	uint64_t pub_undo_next; /* under mu: undo_next as of the last record appended (checkpoints) */
 	int ended;           /* its COMMIT or ABORT record is in the log */
 	int doomed;          /* a deadlock victim or timed out: may only abort */
 	int rolling_back;    /* in rollback: compensations go on even if doomed */
@@ -196,6 +197,7 @@ static void note(txn *t, const log_rec *r)
 		t->undo_next = r->undo_next;
 	else
 		t->undo_next = r->lsn;
+	t->pub_undo_next = t->undo_next;
 }
 
 /* Appends a record of t that changes no page (T6). */
@@ -472,7 +474,7 @@ int txn_adopt(txn_mgr *tm, uint64_t txid, uint64_t first_lsn, uint64_t last_lsn,
 		return rc;
 	t->first_lsn = first_lsn;
 	t->last_lsn = last_lsn;
-	t->undo_next = undo_next;
+	t->undo_next = t->pub_undo_next = undo_next;
 	*out = t;
 	return 0;
 }
@@ -491,7 +493,7 @@ int txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
 	pthread_mutex_lock(&m->mu);
 	*first = t->first_lsn;
 	*last = t->last_lsn;
-	*undo_next = t->undo_next;
+	*undo_next = t->pub_undo_next;
 	int ended = t->ended;
 	pthread_mutex_unlock(&m->mu);
 	return ended;
