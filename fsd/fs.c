@@ -50,6 +50,10 @@ int fs_errno(int rc)
 int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
 {
 	int rc = 0;
+	if (f->opt.readonly) { /* nothing changes: read without a transaction or locks */
+		fs_op op = {.f = f};
+		return fn(&op, arg);
+	}
 	for (int attempt = 0; attempt < 1000; attempt++) {
 		fs_op op = {.f = f};
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
@@ -61,9 +65,7 @@ int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
 			(void)tp_abort(op.t);
 		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
 			return rc;
-		pthread_mutex_lock(&f->mu);
-		f->ctr.retries++;
-		pthread_mutex_unlock(&f->mu);
+		__atomic_add_fetch(&f->ctr.retries, 1, __ATOMIC_RELAXED);
 	}
 	return rc;
 }
@@ -73,6 +75,8 @@ int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
 int fs_lock(fs_op *op, uint64_t ino, int mode)
 {
 	unsigned char name[9] = {'I'};
+	if (!op->t)
+		return 0; /* read-only mount */
 	fs_be64(name + 1, ino);
 	return tp_lock(op->t, name, sizeof name, mode);
 }
@@ -363,6 +367,13 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 		fprintf(stderr, "tpfsd: %s: %s\n", store, tp_errmsg());
 		goto err;
 	}
+	if (f->opt.readonly && !tp_clean(f->env)) { /* a read-only open does not recover */
+		fprintf(stderr, "tpfsd: %s: the store was not closed cleanly: mount it read-write once so that "
+				"recovery runs\n",
+			store);
+		rc = TP_EBADSTORE;
+		goto err;
+	}
 	if ((rc = open_tree(f, "inode", TP_TREE_U64, &f->inodes)) != 0 ||
 	    (rc = open_tree(f, "dirent", 0, &f->dirents)) != 0 || (rc = open_tree(f, "data", 0, &f->data)) != 0 ||
 	    (rc = open_tree(f, "xattr", 0, &f->xattrs)) != 0 ||
@@ -513,18 +524,15 @@ int fs_stat_fs(fs *f, fs_statfs *out)
 
 void fs_count(fs *f, int op)
 {
-	if (op < 0 || op >= 64)
-		return;
-	pthread_mutex_lock(&f->mu);
-	f->ctr.ops[op]++;
-	pthread_mutex_unlock(&f->mu);
+	if (op >= 0 && op < 64)
+		__atomic_add_fetch(&f->ctr.ops[op], 1, __ATOMIC_RELAXED);
 }
 
 void fs_counters_get(fs *f, fs_counters *out)
 {
-	pthread_mutex_lock(&f->mu);
-	*out = f->ctr;
-	pthread_mutex_unlock(&f->mu);
+	for (int i = 0; i < 64; i++)
+		out->ops[i] = __atomic_load_n(&f->ctr.ops[i], __ATOMIC_RELAXED);
+	out->retries = __atomic_load_n(&f->ctr.retries, __ATOMIC_RELAXED);
 }
 
 int fs_report(fs *f, char *buf, size_t size)

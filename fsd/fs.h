@@ -88,7 +88,10 @@ int fs_sync(fs *f);
 /* Called every commit_ms by the daemon: the lazy-durability flush. */
 int fs_tick(fs *f);
 
-/* Names */
+/* Names.  lookup, mknod, mkdir, symlink and link return with a kernel
+ * reference taken (as fs_ref(ino, 1)) inside their transaction, so no unlink
+ * can free the inode before the reply reaches the kernel; if the reply cannot
+ * be delivered, the caller gives it back with fs_forget(ino, 1). */
 int fs_lookup(fs *f, const fs_caller *c, uint64_t parent, const char *name, fs_attr *out);
 int fs_mknod(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev, fs_attr *out);
 int fs_mkdir(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, fs_attr *out);
@@ -103,7 +106,9 @@ int fs_readlink(fs *f, uint64_t ino, char *buf, size_t size, size_t *len);
 
 /* Directories: calls fill for each entry after offset off, in order, until it
  * returns nonzero (buffer full).  next_off resumes after that entry.
- * Offsets 1 and 2 are "." and "..". */
+ * Offsets 1 and 2 are "." and "..".  If the call's transaction is retried
+ * (it lost a deadlock), fill is called again from off: the caller must be
+ * able to start its reply over. */
 typedef int (*fs_fill_fn)(void *ctx, const char *name, const fs_attr *attr, uint64_t next_off);
 int fs_readdir(fs *f, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx);
 
@@ -119,7 +124,11 @@ int fs_fallocate(fs *f, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* SEEK_DATA / SEEK_HOLE */
 int fs_lseek(fs *f, uint64_t ino, uint64_t off, int whence, uint64_t *out);
 
-/* Extended attributes: XATTR_CREATE / XATTR_REPLACE flags. */
+/* Extended attributes: XATTR_CREATE / XATTR_REPLACE flags.
+ * security.capability is not supported (file capabilities would need
+ * killpriv handling the kernel cannot negotiate with libfuse 3.14): it is
+ * never present, answered without a transaction, since the kernel asks for
+ * it before every write. */
 int fs_setxattr(fs *f, uint64_t ino, const char *name, const void *val, size_t size, int flags);
 /* size 0: *len gets the size only. -ERANGE if size is too small. */
 int fs_getxattr(fs *f, uint64_t ino, const char *name, void *val, size_t size, size_t *len);

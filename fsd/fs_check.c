@@ -244,15 +244,9 @@ int fs_check(const char *store, void *errp, int verbose)
 	fs *f;
 	int rc;
 
-	if ((rc = fs_mount(store, &o, &f)) != 0) {
-		fprintf(err, "tpfs check: %s: %s\n", store, tp_errmsg());
+	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: refuses a store that needs recovery */
+		fprintf(err, "tpfs check: %s: cannot check it (%s)\n", store, strerror(-rc));
 		return rc;
-	}
-	if (!tp_clean(f->env)) {
-		fprintf(err, "tpfs check: %s: the store was not closed cleanly; mount it once (recovery runs) and check again\n",
-			store);
-		fs_unmount(f);
-		return -EAGAIN;
 	}
 	if ((rc = tp_verify(f->env, 0, verbose ? err : NULL)) != 0) {
 		PROBLEM("%s", tp_errmsg());

@@ -180,6 +180,7 @@ static int lookup_fn(fs_op *op, void *arg)
 	if ((rc = fs_iget(op, ino, &in)) != 0)
 		return rc == ENOENT ? TP_ECORRUPT : rc;
 	fs_iattr(op->f, &in, a->out);
+	fs_ref(op->f, ino, 1); /* under the lock: no unlink can free it first */
 	return 0;
 }
 
@@ -239,6 +240,7 @@ static int create_fn(fs_op *op, void *arg)
 	if ((rc = fs_iput(op, &p)) != 0)
 		return rc;
 	fs_iattr(op->f, &in, a->out);
+	fs_ref(op->f, in.ino, 1);
 	return 0;
 }
 
@@ -318,6 +320,7 @@ static int link_fn(fs_op *op, void *arg)
 	if ((rc = fs_iput(op, &in)) != 0 || (rc = fs_iput(op, &p)) != 0)
 		return rc;
 	fs_iattr(op->f, &in, a->out);
+	fs_ref(op->f, in.ino, 1);
 	return 0;
 }
 

@@ -1,0 +1,172 @@
+/*
+ * fsd_attr -- tpfsd's handlers of attributes: getattr, setattr, access,
+ * and extended attributes (with the read-only statistics attribute of the
+ * root, FSD_STATS_XATTR).  Rules H1-H5: fsd_ops.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fsd_int.h"
+
+void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_GETATTR);
+	fs_attr a;
+	int rc = fs_getattr(d->fs, ino, &a);
+	fsd_reply_attr(req, d, rc, &a);
+}
+
+/* FUSE_SET_ATTR_* -> FS_SET_*, values from the struct stat. */
+static unsigned setattr_bits(const struct stat *st, int to_set, fs_attr *in)
+{
+	unsigned set = 0;
+	memset(in, 0, sizeof *in);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		set |= FS_SET_MODE, in->mode = st->st_mode;
+	if (to_set & FUSE_SET_ATTR_UID)
+		set |= FS_SET_UID, in->uid = st->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		set |= FS_SET_GID, in->gid = st->st_gid;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		set |= FS_SET_SIZE, in->size = (uint64_t)st->st_size;
+	if (to_set & FUSE_SET_ATTR_ATIME)
+		set |= FS_SET_ATIME, in->atime = st->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME)
+		set |= FS_SET_MTIME, in->mtime = st->st_mtim;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		set |= FS_SET_ATIME_NOW;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		set |= FS_SET_MTIME_NOW;
+#ifdef FUSE_SET_ATTR_CTIME
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		set |= FS_SET_CTIME, in->ctime = st->st_ctim;
+#endif
+#if defined(FUSE_SET_ATTR_KILL_SUID) && defined(FUSE_SET_ATTR_KILL_SGID)
+	if (to_set & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID))
+		set |= FS_SET_KILL_SUID;
+#endif
+	return set;
+}
+
+void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_SETATTR);
+	fs_caller c = fsd_caller(req);
+	fs_attr in, out;
+	unsigned set = setattr_bits(st, to_set, &in);
+	int rc;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && st->st_size < 0)
+		rc = -EINVAL;
+	else
+		rc = fs_setattr(d->fs, &c, ino, &in, set, &out);
+	fsd_reply_attr(req, d, rc, &out);
+}
+
+/* The kernel already checked permissions (default_permissions is always on,
+ * so it never sends access requests); counted in case it does. */
+void fsd_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	fsd *d = fsd_begin(req, FSD_OP_ACCESS);
+	fsd_reply_err(req, d, 0);
+}
+
+static int is_stats(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && !strcmp(name, FSD_STATS_XATTR);
+}
+
+/* The kernel passes any attribute name to FUSE; a local file system knows
+ * the namespaces user., trusted. and security. (and system. for what it
+ * implements).  Like one, answer EINVAL for an empty name within a
+ * namespace and EOPNOTSUPP for the rest: other namespaces, system.* (POSIX
+ * ACLs among them: FUSE_CAP_POSIX_ACL is off, so the kernel would store
+ * them as plain attributes and enforce nothing) and security.selinux (no
+ * SELinux labels).  Without asking the fs layer: EOPNOTSUPP, unlike
+ * ENODATA, is remembered per file system by ls -l and friends, which then
+ * stop asking: two or three round trips a file saved. */
+static int xattr_name_check(const char *name)
+{
+	static const char *const ns[] = {"user.", "trusted.", "security.", NULL};
+	for (int i = 0; ns[i]; i++) {
+		size_t n = strlen(ns[i]);
+		if (!strncmp(name, ns[i], n))
+			return !name[n] ? -EINVAL : !strcmp(name, "security.selinux") ? -EOPNOTSUPP : 0;
+	}
+	return -EOPNOTSUPP;
+}
+
+void fsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
+{
+	fsd *d = fsd_begin(req, FSD_OP_SETXATTR);
+	int rc = is_stats(ino, name) ? -EPERM : xattr_name_check(name);
+	if (rc == 0)
+		rc = fs_setxattr(d->fs, ino, name, value, size, flags);
+	fsd_reply_err(req, d, rc);
+}
+
+void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	fsd *d = fsd_begin(req, FSD_OP_GETXATTR);
+	size_t len = 0;
+	char *buf;
+	int rc;
+	if (is_stats(ino, name)) {
+		fsd_reply_stats(req, d, size);
+		return;
+	}
+	if ((rc = xattr_name_check(name)) != 0) {
+		fsd_reply_err(req, d, rc);
+		return;
+	}
+	if (size == 0) {
+		if ((rc = fs_getxattr(d->fs, ino, name, NULL, 0, &len)) != 0)
+			fsd_reply_err(req, d, rc);
+		else
+			fuse_reply_xattr(req, len);
+		return;
+	}
+	if (!(buf = malloc(size))) {
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	if ((rc = fs_getxattr(d->fs, ino, name, buf, size, &len)) != 0)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_buf(req, buf, len < size ? len : size);
+	free(buf);
+}
+
+void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	fsd *d = fsd_begin(req, FSD_OP_LISTXATTR);
+	size_t len = 0;
+	char *buf;
+	int rc;
+	if (size == 0) {
+		if ((rc = fs_listxattr(d->fs, ino, NULL, 0, &len)) != 0)
+			fsd_reply_err(req, d, rc);
+		else
+			fuse_reply_xattr(req, len);
+		return;
+	}
+	if (!(buf = malloc(size))) {
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	if ((rc = fs_listxattr(d->fs, ino, buf, size, &len)) != 0)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_buf(req, buf, len < size ? len : size);
+	free(buf);
+}
+
+void fsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fsd *d = fsd_begin(req, FSD_OP_REMOVEXATTR);
+	int rc = is_stats(ino, name) ? -EPERM : xattr_name_check(name);
+	if (rc == 0)
+		rc = fs_removexattr(d->fs, ino, name);
+	fsd_reply_err(req, d, rc);
+}

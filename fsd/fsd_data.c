@@ -1,0 +1,211 @@
+/*
+ * fsd_data -- tpfsd's handlers of open files: open and create, read and
+ * write, flush, release, fsync, fallocate, lseek, copy_file_range.  Rules
+ * H1-H5: fsd_ops.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fsd_int.h"
+
+/* O_TRUNC arrives inside open (FUSE_CAP_ATOMIC_O_TRUNC): the same change a
+ * truncating open makes on Linux, size 0 and mtime (and ctime) now, and
+ * set-user-ID and set-group-ID cleared unless the caller is root (the
+ * kernel's CAP_FSETID test).  The kernel skips its own clearing of those
+ * bits for a truncation done by open, so it falls to us here. */
+static int truncate_at_open(fsd *d, fuse_req_t req, fuse_ino_t ino)
+{
+	fs_caller c = fsd_caller(req);
+	fs_attr in, out;
+	unsigned set = FS_SET_SIZE | FS_SET_MTIME | FS_SET_MTIME_NOW;
+	memset(&in, 0, sizeof in);
+	clock_gettime(CLOCK_REALTIME, &in.mtime);
+	if (c.uid != 0)
+		set |= FS_SET_KILL_SUID;
+	return fs_setattr(d->fs, &c, ino, &in, set, &out);
+}
+
+void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_OPEN);
+	int rc;
+	if ((fi->flags & O_TRUNC) && (rc = truncate_at_open(d, req, ino)) != 0) {
+		fsd_reply_err(req, d, rc);
+		return;
+	}
+	if ((rc = fs_opened(d->fs, ino)) != 0) {
+		fsd_reply_err(req, d, rc);
+		return;
+	}
+	fi->fh = 0;
+	fsd_open_flags(d, ino, fi);
+	if (fuse_reply_open(req, fi) != 0) /* H3 */
+		fs_released(d->fs, ino);
+}
+
+void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_CREATE);
+	fs_caller c = fsd_caller(req);
+	struct fuse_entry_param e;
+	fs_attr a;
+	int rc = -ENAMETOOLONG;
+	if (fsd_name_ok(name))
+		rc = fs_mknod(d->fs, &c, parent, name, (mode & ~S_IFMT) | S_IFREG, 0, &a);
+	if (rc == 0 && (rc = fs_opened(d->fs, a.ino)) != 0)
+		fs_forget(d->fs, a.ino, 1); /* the reference fs_mknod took */
+	if (rc) {
+		fsd_reply_err(req, d, rc);
+		return;
+	}
+	fi->fh = 0;
+	fsd_open_flags(d, a.ino, fi);
+	fsd_to_entry(d, &a, &e);
+	/* H2: fs_mknod took the lookup reference */
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		fs_released(d->fs, a.ino); /* H3 */
+		fs_forget(d->fs, a.ino, 1);
+	}
+}
+
+void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_READ);
+	char *buf = malloc(size ? size : 1);
+	size_t got = 0;
+	int rc;
+	if (!buf) {
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	if ((rc = fs_read(d->fs, ino, (uint64_t)off, size, buf, &got)) != 0)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_buf(req, buf, got < size ? got : size);
+	free(buf);
+}
+
+/* Writes arrive in memory (one buffer: written in place) or, when the
+ * kernel spliced the request into a pipe (-o splice_read), in a pipe that is
+ * copied out first. */
+void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_WRITE);
+	fs_caller c = fsd_caller(req);
+	size_t size = fuse_buf_size(in), done = 0;
+	const char *data;
+	char *copy = NULL;
+	int rc;
+	if (in->count == 1 && in->idx == 0 && !(in->buf[0].flags & FUSE_BUF_IS_FD)) {
+		data = (const char *)in->buf[0].mem + in->off;
+		size -= in->off;
+	} else {
+		struct fuse_bufvec out = FUSE_BUFVEC_INIT(size);
+		ssize_t n;
+		if (!(copy = malloc(size ? size : 1))) {
+			fsd_reply_err(req, d, -ENOMEM);
+			return;
+		}
+		out.buf[0].mem = copy;
+		if ((n = fuse_buf_copy(&out, in, 0)) < 0) {
+			fsd_reply_err(req, d, (int)n);
+			goto out;
+		}
+		data = copy;
+		size = (size_t)n;
+	}
+	if ((rc = fs_write(d->fs, &c, ino, (uint64_t)off, data, size, &done)) != 0)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_write(req, done);
+out:
+	free(copy);
+}
+
+/* Nothing to do: writes are not buffered here, and noflush (open_flags)
+ * keeps the kernel from asking. */
+void fsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_FLUSH);
+	fsd_reply_err(req, d, 0);
+}
+
+void fsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_RELEASE);
+	fs_released(d->fs, ino); /* H3 */
+	fsd_reply_err(req, d, 0);
+}
+
+void fsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_FSYNC);
+	fsd_reply_err(req, d, fs_sync(d->fs));
+}
+
+void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_FALLOCATE);
+	if (off < 0 || len <= 0) {
+		fsd_reply_err(req, d, -EINVAL);
+		return;
+	}
+	fsd_reply_err(req, d, fs_fallocate(d->fs, ino, mode, (uint64_t)off, (uint64_t)len));
+}
+
+/* SEEK_DATA and SEEK_HOLE only: the kernel answers the others itself. */
+void fsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	fsd *d = fsd_begin(req, FSD_OP_LSEEK);
+	uint64_t pos = 0;
+	int rc = off < 0 ? -ENXIO : fs_lseek(d->fs, ino, (uint64_t)off, whence, &pos);
+	if (rc)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_lseek(req, (off_t)pos);
+}
+
+/* copy_file_range: without it the kernel falls back to splicing through a
+ * pipe, 64 KiB a write request (cp of 64 MiB: ~2,000 round trips).  Here
+ * one request copies up to COPY_MAX in FSD_IO_SIZE pieces, one fs_write
+ * (one transaction) each, and may copy less, like write: the caller loops. */
+#define COPY_MAX (16 * (size_t)FSD_IO_SIZE)
+
+void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+			 fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	fsd *d = fsd_begin(req, FSD_OP_COPY_FILE_RANGE);
+	fs_caller c = fsd_caller(req);
+	size_t total = 0;
+	char *buf;
+	int rc = 0;
+	if (flags != 0 || off_in < 0 || off_out < 0) {
+		fsd_reply_err(req, d, -EINVAL);
+		return;
+	}
+	if (len > COPY_MAX)
+		len = COPY_MAX;
+	if (!(buf = malloc(len < FSD_IO_SIZE ? (len ? len : 1) : FSD_IO_SIZE))) {
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	while (total < len) {
+		size_t n = len - total < FSD_IO_SIZE ? len - total : FSD_IO_SIZE, got = 0, done = 0;
+		if ((rc = fs_read(d->fs, ino_in, (uint64_t)off_in + total, n, buf, &got)) != 0 || got == 0)
+			break;
+		if ((rc = fs_write(d->fs, &c, ino_out, (uint64_t)off_out + total, buf, got, &done)) != 0)
+			break;
+		total += done;
+		if (done < got || got < n)
+			break;
+	}
+	if (total == 0 && rc != 0)
+		fsd_reply_err(req, d, rc);
+	else
+		fuse_reply_write(req, total);
+	free(buf);
+}

@@ -1,0 +1,73 @@
+/*
+ * fsd_int.h -- private to tpfsd's FUSE handlers: the decoding and replying
+ * helpers and the caching policy (H4) of fsd_ops.c, and the handlers that
+ * fsd_names.c, fsd_data.c and fsd_attr.c give the operation table.  The
+ * rules they all keep (H1-H5) open fsd_ops.c.
+ */
+#ifndef TPFS_FSD_INT_H
+#define TPFS_FSD_INT_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+
+#include "fsd_ops.h"
+
+/* Decoding and replying (fsd_ops.c) */
+fsd *fsd_begin(fuse_req_t req, int op); /* counts the request; every handler starts here */
+fs_caller fsd_caller(fuse_req_t req);
+int fsd_name_ok(const char *name);
+void fsd_reply_err(fuse_req_t req, fsd *d, int rc); /* H5 */
+void fsd_to_stat(const fs_attr *a, struct stat *st);
+void fsd_to_entry(const fsd *d, const fs_attr *a, struct fuse_entry_param *e);
+void fsd_reply_entry(fuse_req_t req, fsd *d, int rc, const fs_attr *a); /* H2 */
+void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
+
+/* What the kernel may cache, H4 (fsd_ops.c) */
+void fsd_open_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);
+
+/* The statistics attribute, FSD_STATS_XATTR (fsd_ops.c) */
+void fsd_reply_stats(fuse_req_t req, fsd *d, size_t size);
+
+/* Names (fsd_names.c) */
+void fsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fsd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fsd_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void fsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void fsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
+		unsigned int flags);
+void fsd_readlink(fuse_req_t req, fuse_ino_t ino);
+void fsd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fsd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+
+/* Data (fsd_data.c) */
+void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi);
+void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off, struct fuse_file_info *fi);
+void fsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi);
+void fsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+			 fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags);
+
+/* Attributes (fsd_attr.c) */
+void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, struct fuse_file_info *fi);
+void fsd_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void fsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags);
+void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif
