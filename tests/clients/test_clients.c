@@ -89,8 +89,8 @@ static void put(const char *rel, const char *text)
 #define SH_OK(...)                                                                                                     \
 	do {                                                                                                           \
 		int st_ = sh(__VA_ARGS__);                                                                             \
-		cr_assert(st_ == 0, "exit status %d of: %.300s\n--- client.log (end) ---\n%s", st_, #__VA_ARGS__,       \
-			  log_tail());                                                                                 \
+		cr_assert(st_ == 0, "exit status %d of: %.300s\n--- %s/client.log (end; the store is kept) ---\n%s",   \
+			  st_, #__VA_ARGS__, g_m.dir, log_tail());                                                      \
 	} while (0)
 
 static void need(const char *const *progs)

