@@ -45,7 +45,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static int set_has(const pgset *s, uint64_t x)
 {
-	return bsearch(&x, s->v, s->n, sizeof x, cmp_u64) != NULL;
+	return s->n && bsearch(&x, s->v, s->n, sizeof x, cmp_u64) != NULL;
 }
 
 #define BAD(...) (rc = util_err(TP_ECORRUPT, __VA_ARGS__))
@@ -165,7 +165,8 @@ int bt_verify(bt_tree *bt, void (*seen)(void *ctx, uint64_t pgno), void *ctx, bt
 			level = bt_level(buf_data(pg));
 		buf_put(bt->bp, pg);
 		res->levels++;
-		qsort(kids.v, kids.n, sizeof *kids.v, cmp_u64);
+		if (kids.n)
+			qsort(kids.v, kids.n, sizeof *kids.v, cmp_u64);
 		next.n = 0;
 		unsigned char low[LOCK_KEY_MAX];
 		size_t lowlen = 0;
@@ -222,7 +223,8 @@ int bt_verify(bt_tree *bt, void (*seen)(void *ctx, uint64_t pgno), void *ctx, bt
 		top = 0;
 		/* the children of level+1 must all sit on this level: checked by
 		 * counting them as we walk (below) */
-		qsort(kids.v, kids.n, sizeof *kids.v, cmp_u64);
+		if (kids.n)
+			qsort(kids.v, kids.n, sizeof *kids.v, cmp_u64);
 		size_t uniq = 0;
 		for (size_t i = 0; i < kids.n; i++)
 			if (i == 0 || kids.v[i] != kids.v[i - 1])
@@ -245,7 +247,8 @@ int bt_verify(bt_tree *bt, void (*seen)(void *ctx, uint64_t pgno), void *ctx, bt
 				break;
 			q = r;
 		}
-		qsort(onlv.v, onlv.n, sizeof *onlv.v, cmp_u64);
+		if (onlv.n)
+			qsort(onlv.v, onlv.n, sizeof *onlv.v, cmp_u64);
 		for (size_t i = 0; i < kids.n; i++)
 			if (!set_has(&onlv, kids.v[i])) {
 				BAD("btree %" PRIu64 ": child page %" PRIu64 " is not on level %u", bt->root, kids.v[i],

@@ -318,7 +318,8 @@ int tp_verify(tp_env *env, int pages_ok, FILE *out)
 		goto out;
 	}
 	/* every page is in at most one tree, and every allocated page in one */
-	qsort(o.pg, o.n, sizeof *o.pg, cmp_u64);
+	if (o.n)
+		qsort(o.pg, o.n, sizeof *o.pg, cmp_u64);
 	for (size_t i = 1; i < o.n; i++)
 		if (o.pg[i] == o.pg[i - 1]) {
 			rc = util_err(TP_ECORRUPT, "page %" PRIu64 " belongs to two places of the trees", o.pg[i]);
@@ -347,7 +348,7 @@ int tp_verify(tp_env *env, int pages_ok, FILE *out)
 				continue;
 			if ((rc = tp_page_allocated(env, p, &a)) != 0)
 				goto out;
-			if (a && !bsearch(&p, o.pg, o.n, sizeof p, cmp_u64)) {
+			if (a && (!o.n || !bsearch(&p, o.pg, o.n, sizeof p, cmp_u64))) {
 				rc = util_err(TP_ECORRUPT, "page %" PRIu64 " is allocated but in no tree (leaked)", p);
 				goto out;
 			}
