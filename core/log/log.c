@@ -57,6 +57,9 @@
  *       header for its own index and this store's uuid.
  *   L7  The first failed write or sync panics the log: nothing more is
  *       appended or flushed until the store is reopened.
+ *   L8  Ordinary records enter a segment only when a spare exists after it;
+ *       so when the disk fills, an append fails cleanly (ENOSPC, nothing
+ *       changed) and a spare segment is left for rollbacks (LOG_RESERVE).
  */
 #include "log.h"
 
@@ -277,6 +280,22 @@ static int seg_ensure(log_mgr *lg, uint64_t idx)
 	return 0;
 }
 
+/* Segment idx is about to be entered: it and a spare after it must exist
+ * (L8).  A reserve record may enter idx even when the spare cannot be made:
+ * the spare it then uses was made earlier, so rollbacks and checkpoints go
+ * on when the disk is full. */
+static int seg_ready(log_mgr *lg, uint64_t idx, int reserve)
+{
+	int rc = seg_ensure(lg, idx);
+	if (rc && reserve) {
+		char path[4096];
+		seg_name(lg, idx, path, sizeof path);
+		if (io_exists(path, NULL) == 0)
+			return 0;
+	}
+	return rc;
+}
+
 /* ---- record encoding ---- */
 
 static void rec_encode(unsigned char *p, uint64_t size, uint64_t back, const log_rec *r)
@@ -289,7 +308,7 @@ static void rec_encode(unsigned char *p, uint64_t size, uint64_t back, const log
 	util_put64(p + 40, r->pgno);
 	util_put64(p + 48, r->undo_next);
 	util_put16(p + 56, r->type);
-	util_put16(p + 58, r->flags);
+	util_put16(p + 58, r->flags & ~LOG_RESERVE);
 	util_put32(p + 60, r->len);
 	if (r->len)
 		memcpy(p + LOG_REC_HDR, r->data, r->len);
@@ -372,9 +391,10 @@ static int put_locked(log_mgr *lg, log_rec *r)
 	}
 	/* every check that can fail comes before the buffer changes (W6) */
 	uint64_t start = pad ? norm(lg, pos + pad) : pos, end = norm(lg, start + size);
-	if (!lg->readonly && pad && (rc = seg_ensure(lg, start / lg->seg)) != 0)
+	if (!lg->readonly && pad && (rc = seg_ready(lg, start / lg->seg, r->flags & LOG_RESERVE)) != 0)
 		return rc;
-	if (!lg->readonly && end / lg->seg != start / lg->seg && (rc = seg_ensure(lg, end / lg->seg)) != 0)
+	if (!lg->readonly && end / lg->seg != start / lg->seg &&
+	    (rc = seg_ready(lg, end / lg->seg, r->flags & LOG_RESERVE)) != 0)
 		return rc;
 	if (pad) { /* pad to the end of the segment */
 		unsigned char *b = lg->buf + (pos - lg->buf_lsn);
@@ -411,7 +431,8 @@ int log_put_page(log_mgr *lg, log_rec *r, const void *pg, uint32_t page_size, ui
 	pthread_mutex_lock(&lg->mu);
 	*fpi_lsn = 0;
 	if (page_lsn < lg->horizon) {
-		log_rec img = {.pgno = r->pgno, .type = fpi_type, .len = page_size, .data = pg};
+		log_rec img = {.pgno = r->pgno, .type = fpi_type, .flags = r->flags & LOG_RESERVE, .len = page_size,
+			       .data = pg};
 		if ((rc = put_locked(lg, &img)) != 0)
 			goto out;
 		lg->st.fpis++;

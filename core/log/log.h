@@ -23,6 +23,9 @@ typedef struct log_scan log_scan;
 /* Record flags */
 enum {
 	LOG_CLR = 1 << 0, /* compensation: redo-only, undo continues at undo_next */
+	LOG_RESERVE = 1 << 1, /* may use the spare segment when no new one can be made
+				 (rollbacks, checkpoints: so that a full disk never
+				 stops an abort); not stored */
 };
 
 /* A record as callers see it. */

@@ -206,7 +206,7 @@ static int ckpt_log(log_mgr *lg, uint64_t horizon, uint64_t next_txid, txn_mgr *
 	util_put32(b.p + 24, ntx);
 	util_put32(b.p + 28, b.npg);
 	/* the txn entries were written first, then the pages: the same order */
-	log_rec r = {.pgno = LOG_NOPAGE, .type = OP_CKPT, .len = (uint32_t)b.len, .data = b.p};
+	log_rec r = {.pgno = LOG_NOPAGE, .type = OP_CKPT, .flags = LOG_RESERVE, .len = (uint32_t)b.len, .data = b.p};
 	if ((rc = log_put(lg, &r)) != 0)
 		goto out;
 	if ((rc = log_flush(lg, r.lsn)) != 0)

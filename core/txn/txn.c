@@ -229,6 +229,8 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 	pthread_mutex_lock(&t->mu);
 	r->prev_lsn = t->last_lsn;
 	r->txid = t->id;
+	if (t->rolling_back)
+		r->flags |= LOG_RESERVE;
 	if (op->flags & OPF_FULLPAGE)
 		rc = log_put(t->tm->lg, r);
 	else
@@ -261,7 +263,8 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 	const op_def *d = op_get(op);
 	buf_page *pg;
 	int rc;
-	log_rec r = {.pgno = pgno, .undo_next = t->undo_next, .type = op, .flags = LOG_CLR, .len = len, .data = args};
+	log_rec r = {.pgno = pgno, .undo_next = t->undo_next, .type = op, .flags = LOG_CLR | LOG_RESERVE, .len = len,
+		     .data = args};
 	if (!d)
 		return util_err(TP_EINVAL, "unknown operation %u", op);
 	if ((rc = buf_get(t->tm->bp, pgno, BUF_X | ((d->flags & OPF_FULLPAGE) ? BUF_NOREAD : 0), &pg)) != 0)
@@ -273,8 +276,8 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 
 int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len, uint64_t undo_next)
 {
-	log_rec r = {.pgno = buf_pgno(pg), .undo_next = undo_next, .type = op, .flags = LOG_CLR, .len = len,
-		     .data = args};
+	log_rec r = {.pgno = buf_pgno(pg), .undo_next = undo_next, .type = op,
+		     .flags = LOG_CLR | (t->rolling_back ? LOG_RESERVE : 0), .len = len, .data = args};
 	return apply(t, pg, &r);
 }
 
@@ -348,7 +351,7 @@ int txn_abort(txn *t)
 					 "the next open rolls it back", t->id);
 	} else if (t->last_lsn) {
 		if ((rc = rollback(t)) == 0) {
-			log_rec r = {.pgno = LOG_NOPAGE, .type = OP_ABORT};
+			log_rec r = {.pgno = LOG_NOPAGE, .type = OP_ABORT, .flags = LOG_RESERVE};
 			rc = txn_log(t, &r);
 		}
 		if (rc)

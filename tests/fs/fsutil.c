@@ -22,6 +22,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +34,7 @@
 tfs_mount fsu_m;
 char fsu_host[256];
 static int wd_fd = -1; /* write end of the watchdog's pipe */
+static char mount_opts[512]; /* -o of fsu_start, used again by fsu_remount */
 
 static void wd_tell(pid_t pid)
 {
@@ -56,10 +59,14 @@ static void wd_start(void)
 		while (read(p[0], &v, sizeof v) == (ssize_t)sizeof v)
 			last = v;
 		if (last > 0) {
-			char cmd[1200];
+			char cmd[2000];
 			kill(last, SIGKILL);
-			snprintf(cmd, sizeof cmd, "/bin/fusermount3 -u -z '%s' >/dev/null 2>&1; rm -rf '%s' '%s'", fsu_m.mnt,
-				 fsu_m.dir, fsu_host);
+			/* the mount, then anything a test mounted below the directory */
+			snprintf(cmd, sizeof cmd,
+				 "/bin/fusermount3 -u -z '%s' >/dev/null 2>&1; "
+				 "for m in $(awk -v d='%s/' 'index($2, d) == 1 {print $2}' /proc/mounts); do umount -l $m; done; "
+				 "rm -rf '%s' '%s'",
+				 fsu_m.mnt, fsu_m.dir, fsu_m.dir, fsu_host);
 			fprintf(stderr, "fsutil watchdog: the test process died with tpfsd %d running: killed it\n",
 				(int)last);
 			if (system(cmd) != 0)
@@ -71,10 +78,13 @@ static void wd_start(void)
 	wd_fd = p[1];
 }
 
-void fsu_start(const char *opts, int with_host)
+void fsu_start(const char *opts, int with_host) { fsu_start_mkfs(NULL, opts, with_host); }
+
+void fsu_start_mkfs(const char *mkfs_args, const char *opts, int with_host)
 {
 	memset(&fsu_m, 0, sizeof fsu_m);
 	fsu_host[0] = 0;
+	snprintf(mount_opts, sizeof mount_opts, "%s", opts ? opts : "");
 	umask(022);
 	if (with_host) {
 		snprintf(fsu_host, sizeof fsu_host, "/var/tmp/tpfs-host-XXXXXX");
@@ -82,7 +92,17 @@ void fsu_start(const char *opts, int with_host)
 		cr_assert_eq(chmod(fsu_host, 0755), 0);
 	}
 	cr_assert_eq(access("/dev/fuse", R_OK | W_OK), 0, "/dev/fuse is not usable: %s", strerror(errno));
-	int rc = tfs_start(&fsu_m, NULL, opts);
+	/* meson sets MALLOC_PERTURB_ for the test (glibc read it at our start);
+	 * the daemon would fill its whole buffer pool (1/8 of the memory) at
+	 * every mount, a second each: not for the daemon and the tools */
+	unsetenv("MALLOC_PERTURB_");
+	int rc = tfs_start(&fsu_m, mkfs_args, opts);
+	if (rc != 0) { /* Criterion runs no .fini after a failed .init: clean up here */
+		tfs_cleanup(&fsu_m);
+		if (fsu_host[0])
+			fsu_rm_rf(fsu_host);
+		fsu_host[0] = 0;
+	}
 	cr_assert_eq(rc, 0, "tfs_start failed (TPFSD=%s TPFS_BIN=%s): is the daemon built?",
 		     getenv("TPFSD") ? getenv("TPFSD") : "(unset)", getenv("TPFS_BIN") ? getenv("TPFS_BIN") : "(unset)");
 	/* other users must reach the mount point (mkdtemp makes it 0700) */
@@ -102,9 +122,16 @@ void fsu_stop_check(void)
 
 void fsu_remount(void)
 {
-	int rc = tfs_remount(&fsu_m, NULL);
+	int rc = tfs_remount(&fsu_m, mount_opts[0] ? mount_opts : NULL);
 	wd_tell(fsu_m.pid);
 	cr_assert_eq(rc, 0, "remounting %s failed", fsu_m.store);
+}
+
+int fsu_try_remount(const char *opts)
+{
+	int rc = tfs_remount(&fsu_m, opts);
+	wd_tell(fsu_m.pid);
+	return rc;
 }
 
 void fsu_cycle(void)
@@ -289,3 +316,187 @@ int fsu_rm_rf(const char *path)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
 	return system(cmd) == 0 ? 0 : -1;
 }
+
+/* ---- snapshots of a tree ---- */
+
+void fsu_sb_printf(fsu_sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		va_start(ap, fmt);
+		int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+		va_end(ap);
+		if (b->p && (size_t)k < b->cap - b->n) {
+			b->n += (size_t)k;
+			return;
+		}
+		b->cap = (b->cap + (size_t)k + 1) * 2;
+		b->p = realloc(b->p, b->cap);
+		cr_assert_not_null(b->p);
+	}
+}
+
+static uint64_t fnv(const void *p, size_t n, uint64_t h)
+{
+	const unsigned char *s = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ s[i]) * 0x100000001b3ull;
+	return h;
+}
+
+typedef struct inomap {
+	struct {
+		ino_t ino;
+		char rel[512];
+	} v[256];
+	int n;
+} inomap;
+
+static int not_dots(const struct dirent *d) { return strcmp(d->d_name, ".") && strcmp(d->d_name, ".."); }
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void desc_xattrs(fsu_sbuf *b, const char *path)
+{
+	static char list[70000], val[70000];
+	ssize_t n = llistxattr(path, list, sizeof list);
+	if (n <= 0)
+		return;
+	char *names[256];
+	int k = 0;
+	for (char *s = list; s < list + n && k < 256; s += strlen(s) + 1)
+		if (strncmp(s, "security.", 9) && strncmp(s, "system.", 7))
+			names[k++] = s;
+	qsort(names, (size_t)k, sizeof names[0], cmp_str);
+	for (int i = 0; i < k; i++) {
+		ssize_t vl = lgetxattr(path, names[i], val, sizeof val);
+		fsu_sb_printf(b, " x[%s=%zd:%016" PRIx64 "]", names[i], vl, vl > 0 ? fnv(val, (size_t)vl, 14695981039346656037ull) : 0);
+	}
+}
+
+/* dtype, dino: what readdir said of this entry (dtype -1: the root) */
+static void desc_node(fsu_sbuf *b, const char *path, const char *rel, int times, inomap *im, int dtype, ino_t dino)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0) {
+		fsu_sb_printf(b, "%s: lstat %s\n", rel, strerror(errno));
+		return;
+	}
+	if (dtype >= 0 && dtype != (int)IFTODT(st.st_mode))
+		fsu_sb_printf(b, "[readdir d_type %d, lstat type %d] ", dtype, (int)IFTODT(st.st_mode));
+	if (dtype >= 0 && dino != st.st_ino)
+		fsu_sb_printf(b, "[readdir d_ino %llu, st_ino %llu] ", (unsigned long long)dino, (unsigned long long)st.st_ino);
+	char t = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISFIFO(st.st_mode) ? 'p'
+		 : S_ISCHR(st.st_mode) ? 'c' : S_ISBLK(st.st_mode) ? 'b' : S_ISSOCK(st.st_mode) ? 's' : '?';
+	fsu_sb_printf(b, "%s %c%04o n%lu u%u g%u", rel, t, (unsigned)(st.st_mode & 07777), (unsigned long)st.st_nlink,
+		  (unsigned)st.st_uid, (unsigned)st.st_gid);
+	if (!S_ISDIR(st.st_mode))
+		fsu_sb_printf(b, " s%lld", (long long)st.st_size);
+	if (S_ISREG(st.st_mode)) {
+		if (st.st_size <= (1 << 20)) {
+			static char data[1 << 20];
+			ssize_t r = fsu_read_file(path, data, sizeof data);
+			fsu_sb_printf(b, " h%016" PRIx64, r >= 0 ? fnv(data, (size_t)r, 14695981039346656037ull) : (uint64_t)r);
+		} else {
+			fsu_sb_printf(b, " big");
+		}
+	} else if (S_ISLNK(st.st_mode)) {
+		static char tg[8192];
+		ssize_t r = readlink(path, tg, sizeof tg - 1);
+		tg[r < 0 ? 0 : r] = 0;
+		if (r > 64)
+			fsu_sb_printf(b, " ->[%zd:%016" PRIx64 "]", r, fnv(tg, (size_t)r, 14695981039346656037ull));
+		else
+			fsu_sb_printf(b, " ->%s", tg);
+	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
+		fsu_sb_printf(b, " r%u,%u", major(st.st_rdev), minor(st.st_rdev));
+	}
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		int i;
+		for (i = 0; i < im->n && im->v[i].ino != st.st_ino; i++)
+			;
+		if (i < im->n) {
+			fsu_sb_printf(b, " L=%s", im->v[i].rel);
+		} else if (im->n < 256) {
+			im->v[im->n].ino = st.st_ino;
+			snprintf(im->v[im->n].rel, sizeof im->v[0].rel, "%s", rel);
+			im->n++;
+		}
+	}
+	desc_xattrs(b, path);
+	if (times)
+		fsu_sb_printf(b, " m%lld.%09ld c%lld.%09ld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			  (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+	fsu_sb_printf(b, "\n");
+	if (S_ISDIR(st.st_mode)) {
+		struct dirent **names;
+		int n = scandir(path, &names, not_dots, alphasort);
+		if (n < 0) {
+			fsu_sb_printf(b, "%s: scandir %s\n", rel, strerror(errno));
+			return;
+		}
+		for (int i = 0; i < n; i++) {
+			size_t pl = strlen(path) + strlen(names[i]->d_name) + 2, rl = strlen(rel) + strlen(names[i]->d_name) + 2;
+			char *cp = malloc(pl), *cr = malloc(rl);
+			snprintf(cp, pl, "%s/%s", path, names[i]->d_name);
+			snprintf(cr, rl, "%s/%s", rel, names[i]->d_name);
+			desc_node(b, cp, cr, times, im, names[i]->d_type, names[i]->d_ino);
+			free(cp);
+			free(cr);
+			free(names[i]);
+		}
+		free(names);
+	}
+}
+
+char *fsu_tree(const char *root, int times)
+{
+	fsu_sbuf b = {0};
+	inomap *im = calloc(1, sizeof *im);
+	desc_node(&b, root, ".", times, im, -1, 0);
+	free(im);
+	if (!b.p)
+		fsu_sb_printf(&b, "%s", "");
+	return b.p;
+}
+
+void fsu_print_diff(const char *what, const char *xl, const char *yl, const char *x, const char *y)
+{
+	fprintf(stderr, "    %s differ:\n", what);
+	const char *p = x, *q = y;
+	int shown = 0;
+	while ((*p || *q) && shown < 12) {
+		const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+		size_t pl = pe ? (size_t)(pe - p) : strlen(p), ql = qe ? (size_t)(qe - q) : strlen(q);
+		if (pl != ql || memcmp(p, q, pl) != 0) {
+			fprintf(stderr, "      %s: %.*s\n      %s: %.*s\n", xl, (int)(pl > 300 ? 300 : pl), p, yl,
+				(int)(ql > 300 ? 300 : ql), q);
+			shown++;
+		}
+		p += pl + (pe ? 1 : 0);
+		q += ql + (qe ? 1 : 0);
+	}
+}
+
+int fsu_ts_eq(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+const char *fsu_errname(int e)
+{
+	static char b[4][64];
+	static int k;
+	if (e == 0)
+		return "success";
+	k = (k + 1) % 4;
+	snprintf(b[k], sizeof b[k], "%s", strerrorname_np(e) ? strerrorname_np(e) : "?");
+	return b[k];
+}
+
+const fsu_user fsu_users[4] = {
+	{0, 0, 0, {0}},
+	{1000, 1000, 1, {1000}},
+	{1001, 1001, 2, {1001, 1000}},
+	{1002, 1002, 1, {1002}},
+};

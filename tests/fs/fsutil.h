@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "mount_util.h"
 
@@ -25,12 +26,17 @@ extern char fsu_host[256]; /* /var/tmp/tpfs-host-XXXXXX, or "" */
 /* Fresh store and mount (opts for -o, or NULL); with_host also makes the
  * host directory.  Starts the watchdog. */
 void fsu_start(const char *opts, int with_host);
+/* The same, with arguments for `tpfs mkfs` (NULL: none). */
+void fsu_start_mkfs(const char *mkfs_args, const char *opts, int with_host);
 /* tfs_stop must return 0 and `tpfs check` must be clean. */
 void fsu_stop_check(void);
 /* fsu_stop_check, then mount the same store again. */
 void fsu_cycle(void);
-/* Mount the stopped (or killed) store again. */
+/* Mount the stopped (or killed) store again, with fsu_start's options. */
 void fsu_remount(void);
+/* Mounts the store again with other options; tfs_remount's result (no
+ * assertion: the mount may be meant to fail). */
+int fsu_try_remount(const char *opts);
 /* kill -9 of the daemon, lazy unmount. */
 void fsu_kill9(void);
 /* Criterion .fini: kill what is left, remove the temporary directories. */
@@ -83,5 +89,30 @@ int fsu_write_file(const char *path, const void *buf, size_t len, mode_t mode);
 ssize_t fsu_read_file(const char *path, void *buf, size_t cap);
 /* Recursively removes path (as rm -rf); 0 or -1. */
 int fsu_rm_rf(const char *path);
+
+/* Users of the permission tests: root, then
+ * U1 = 1000:1000 {1000}, U2 = 1001:1001 {1001, 1000}, U3 = 1002:1002 {1002}. */
+extern const fsu_user fsu_users[4];
+
+/* "EACCES" for EACCES, "success" for 0 (one of 4 rotating buffers). */
+const char *fsu_errname(int e);
+int fsu_ts_eq(const struct timespec *a, const struct timespec *b);
+
+/* A growing string. */
+typedef struct fsu_sbuf {
+	char *p;
+	size_t n, cap;
+} fsu_sbuf;
+void fsu_sb_printf(fsu_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A snapshot of the tree below root, one line per object, depth first in
+ * name order: type, mode, link count, owner, group, size (not of
+ * directories), a hash of a regular file's content (up to 1 MiB), a
+ * symlink's target, device numbers, hard-link identity, extended
+ * attributes (not security.* or system.*), readdir's d_type and d_ino when
+ * they disagree with lstat, and with times, mtime and ctime.  malloc'ed. */
+char *fsu_tree(const char *root, int times);
+/* Prints (to stderr) the lines that differ between two snapshots. */
+void fsu_print_diff(const char *what, const char *xl, const char *yl, const char *x, const char *y);
 
 #endif

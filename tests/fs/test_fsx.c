@@ -44,6 +44,7 @@ typedef struct fsx_param {
 	uint64_t seed;
 	int profile;
 	double seconds;
+	char opts[96]; /* tpfsd -o */
 } fsx_param;
 
 enum fop {
@@ -489,9 +490,9 @@ static void run_fsx(const fsx_param *p)
 	x->model = calloc(1, x->maxsize + 8);
 	x->buf = malloc(x->maxsize + 8);
 	cr_assert(x->model && x->buf);
-	fprintf(stderr, "fsx: seed %" PRIu64 " profile %s, %.0f s%s\n", p->seed, profile_names[p->profile], p->seconds,
-		max_ops ? " (TP_FSX_OPS set: bounded by operations)" : "");
-	fsu_start(NULL, 0);
+	fprintf(stderr, "fsx: seed %" PRIu64 " profile %s, %.0f s%s%s%s\n", p->seed, profile_names[p->profile], p->seconds,
+		max_ops ? " (TP_FSX_OPS set: bounded by operations)" : "", p->opts[0] ? ", -o " : "", p->opts);
+	fsu_start(p->opts[0] ? p->opts : NULL, 0);
 	fsu_path(x->path, sizeof x->path, "%s/fsx.%s", fsu_m.mnt, profile_names[p->profile]);
 	open_file(x, O_TRUNC);
 	double t0 = fsu_now();
@@ -524,19 +525,25 @@ static void run_fsx(const fsx_param *p)
 
 ParameterizedTestParameters(fsx, run)
 {
-	static fsx_param v[16];
+	static fsx_param v[24];
 	size_t n = 0;
 	int lng = fsu_long();
 	uint64_t seed = fsu_env_seed("TP_FSX_SEED", 0);
 	const char *only = getenv("TP_FSX_PROFILE");
+	/* the default mount; no kernel caching of names and attributes; a
+	 * buffer pool of 256 pages (eviction all the time) with every call
+	 * durable */
+	static const char *const optsets[] = {"", "attr_timeout=0,entry_timeout=0,negative_timeout=0", "sync,cache_size=1M"};
 	int rounds = lng ? 3 : 1;
 	for (int r = 0; r < rounds; r++)
-		for (int p = 0; p < 4; p++) {
-			if (only && *only && strcmp(only, profile_names[p]))
+		for (int p = 0; p < 6; p++) {
+			int prof = p < 4 ? p : p == 4 ? P_MIXED : P_SPARSE;
+			if (only && *only && strcmp(only, profile_names[prof]))
 				continue;
-			v[n].seed = seed ? seed : 0x5eed0000ull + (uint64_t)(r * 4 + p) * 7919;
-			v[n].profile = p;
-			v[n].seconds = lng ? 100 : 9;
+			v[n].seed = seed ? seed : 0x5eed0000ull + (uint64_t)(r * 6 + p) * 7919;
+			v[n].profile = prof;
+			v[n].seconds = lng ? 100 : 7;
+			snprintf(v[n].opts, sizeof v[n].opts, "%s", optsets[p < 4 ? 0 : p - 3]);
 			n++;
 		}
 	return cr_make_param_array(fsx_param, v, n);

@@ -1,10 +1,16 @@
 /*
  * test_integrity -- data integrity on a real tpfs mount: many files, deep
- * trees, concurrent writers to different files and to one file, rename
- * storms, hard-link counts, a directory of 10,000 entries read while names
- * move, sparse files and honest st_blocks, files of 1 TiB and the 2^44
- * limit, statfs, and files unlinked while open (reclaimed at the last close,
- * or at the next mount after kill -9).
+ * trees, concurrent writers to different files and to one file (disjoint
+ * stripes, whole records over each other, O_APPEND), rename storms (with
+ * RENAME_NOREPLACE nothing may be lost; replacing ones may not leak),
+ * create/mkdir/link races with exactly one winner, write-then-rename seen
+ * atomically by readers, directories created, removed and moved under each
+ * other at once, hard-link counts, a directory of 10,000 entries read while
+ * names move (and deleted while read, as rm -r does), many and large
+ * xattrs, names of every byte, sparse files and honest st_blocks,
+ * SEEK_DATA/SEEK_HOLE, files of 1 TiB and the 2^44 limit, statfs, and files
+ * unlinked (or replaced by rename) while open: readable until the last
+ * close and reclaimed then, or at the next mount after kill -9.
  *
  * Every test ends with an unmount (the daemon must exit 0) and a clean
  * `tpfs check`; most also compare their data after a remount, and several
@@ -25,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -704,10 +711,9 @@ Test(integrity, hard_links, .init = setup, .fini = fsu_teardown, .timeout = 600)
 	fsu_cycle();
 	expect_nlink(mp("a"), (nlink_t)nl, "after remount");
 	/* remove the links in random order */
-	int *alive = calloc((size_t)nl, sizeof *alive), left = nl;
+	int *alive = calloc((size_t)nl, sizeof *alive), left = nl; /* the link count: a and nl - 1 links (l4 went) */
 	for (int i = 0; i < nl; i++)
 		alive[i] = i != 4;
-	left = nl; /* a + nl - 1 links */
 	while (left > 1) {
 		int i = (int)fsu_below(&s, (uint64_t)nl);
 		if (!alive[i])
@@ -1093,6 +1099,153 @@ Test(integrity, concurrent_append, .init = setup, .fini = fsu_teardown, .timeout
 	fsu_stop_check();
 }
 
+/* ---- directories created, removed and moved under each other at once ---- */
+
+#define NRD 10
+
+/* The path of directory D<i> below root (depth-first), or 0 if not found. */
+static int find_dir(const char *root, int i, char *out, size_t size, int depth)
+{
+	DIR *d = opendir(root);
+	struct dirent *e;
+	char want[16];
+	snprintf(want, sizeof want, "D%d", i);
+	if (!d || depth > 64) {
+		if (d)
+			closedir(d);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		char p[4096];
+		if (e->d_name[0] != 'D')
+			continue;
+		snprintf(p, sizeof p, "%s/%s", root, e->d_name);
+		if (!strcmp(e->d_name, want)) {
+			snprintf(out, size, "%s", p);
+			closedir(d);
+			return 1;
+		}
+		if (find_dir(p, i, out, size, depth + 1)) {
+			closedir(d);
+			return 1;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+static int racer_err(int w, const char *what, const char *path)
+{
+	fprintf(stderr, "directory racer %d: %s %s: %s\n", w, what, path, strerror(errno));
+	return 1;
+}
+
+static int dir_racer(int w, double seconds)
+{
+	uint64_t s = 600 + (uint64_t)w;
+	char a[4096], b[4096], c[4200];
+	double t0 = fsu_now();
+	while (fsu_now() - t0 < seconds) {
+		int i = (int)fsu_below(&s, NRD), j = (int)fsu_below(&s, NRD), k = (int)fsu_below(&s, 5);
+		if (w < 2) {
+			/* move D<i> under D<j> (or back to the top) */
+			if (!find_dir(fsu_m.mnt, i, a, sizeof a, 0))
+				continue;
+			if (j == i || fsu_below(&s, 4) == 0)
+				snprintf(c, sizeof c, "%s/D%d", fsu_m.mnt, i);
+			else if (find_dir(fsu_m.mnt, j, b, sizeof b, 0))
+				snprintf(c, sizeof c, "%s/D%d", b, i);
+			else
+				continue;
+			if (rename(a, c) != 0 && errno != ENOENT && errno != EINVAL && errno != ENOTDIR)
+				return racer_err(w, "rename to", c);
+		} else if (w == 2) {
+			/* sub-directories made and removed inside the moving ones */
+			if (!find_dir(fsu_m.mnt, i, a, sizeof a, 0))
+				continue;
+			snprintf(c, sizeof c, "%s/tmp%d", a, k);
+			if (fsu_below(&s, 2)) {
+				if (mkdir(c, 0755) != 0 && errno != EEXIST && errno != ENOENT)
+					return racer_err(w, "mkdir", c);
+			} else if (rmdir(c) != 0 && errno != ENOENT && errno != ENOTEMPTY) {
+				return racer_err(w, "rmdir", c);
+			}
+		} else {
+			/* files made in, and removed from, the tmp directories */
+			if (!find_dir(fsu_m.mnt, i, a, sizeof a, 0))
+				continue;
+			snprintf(c, sizeof c, "%s/tmp%d/f%d", a, k, w);
+			if (fsu_below(&s, 2)) {
+				int fd = open(c, O_WRONLY | O_CREAT, 0644);
+				if (fd >= 0)
+					close(fd);
+				else if (errno != ENOENT)
+					return racer_err(w, "create", c);
+			} else if (unlink(c) != 0 && errno != ENOENT) {
+				return racer_err(w, "unlink", c);
+			}
+		}
+	}
+	return 0;
+}
+
+static void count_tree(const char *dir, int *dirs, int *files, int *named)
+{
+	DIR *d = opendir(dir);
+	cr_assert_not_null(d, "opendir %s: %s", dir, strerror(errno));
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char p[4096];
+		struct stat st;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		cr_assert_eq(lstat(p, &st), 0);
+		if (S_ISDIR(st.st_mode)) {
+			int i;
+			(*dirs)++;
+			if (sscanf(e->d_name, "D%d", &i) == 1 && i >= 0 && i < NRD)
+				named[i]++;
+			count_tree(p, dirs, files, named);
+		} else {
+			(*files)++;
+		}
+	}
+	closedir(d);
+}
+
+Test(integrity, directory_races, .init = setup, .fini = fsu_teardown, .timeout = 300)
+{
+	double secs = fsu_long() ? 60 : 5;
+	for (int i = 0; i < NRD; i++)
+		cr_assert_eq(mkdir(mp("D%d", i), 0755), 0);
+	pid_t pids[5];
+	for (int w = 0; w < 5; w++) {
+		pids[w] = fsu_fork();
+		if (pids[w] == 0)
+			_exit(dir_racer(w, secs));
+	}
+	for (int w = 0; w < 5; w++) {
+		int st = fsu_wait(pids[w]);
+		cr_assert_eq(st, 0, "racer %d: status %d (see above)", w, st);
+	}
+	int dirs = 0, files = 0, named[NRD] = {0};
+	count_tree(fsu_m.mnt, &dirs, &files, named);
+	for (int i = 0; i < NRD; i++)
+		cr_assert_eq(named[i], 1, "directory D%d is found %d times", i, named[i]);
+	fsu_cycle();
+	int dirs2 = 0, files2 = 0, named2[NRD] = {0};
+	count_tree(fsu_m.mnt, &dirs2, &files2, named2);
+	cr_assert(dirs2 == dirs && files2 == files, "after remount: %d directories, %d files; before %d, %d", dirs2, files2,
+		  dirs, files);
+	fsu_stop_check();
+	uint64_t cd, co;
+	cr_assert_eq(fsu_check_counts(&cd, &co, NULL), 0);
+	cr_assert_eq(cd, (uint64_t)dirs + 1, "tpfs check counts %" PRIu64 " directories, %d are reachable", cd, dirs);
+	cr_assert_eq(co, (uint64_t)files, "tpfs check counts %" PRIu64 " files, %d are reachable", co, files);
+	fprintf(stderr, "directory_races: %d directories and %d files left\n", dirs, files);
+}
+
 /* ---- extended attributes in numbers, names of every byte ---- */
 
 Test(integrity, many_xattrs, .init = setup, .fini = fsu_teardown, .timeout = 300)
@@ -1378,6 +1531,166 @@ Test(integrity, statfs, .init = setup, .fini = fsu_teardown, .timeout = 300)
 	fsu_stop_check();
 }
 
+/* ---- a full file system, a read-only mount ---- */
+
+static char small_dir[280]; /* a tmpfs holding the store (enospc) */
+
+static void enospc_fini(void)
+{
+	if (fsu_m.pid)
+		fsu_kill9();
+	if (small_dir[0])
+		umount2(small_dir, MNT_DETACH);
+	small_dir[0] = 0;
+	fsu_teardown();
+}
+
+/* A call that must not fail with EIO (a panicked store): 0, or its errno. */
+static int no_eio(int rc, const char *what)
+{
+	int e = rc < 0 ? errno : 0;
+	cr_assert_neq(e, EIO, "%s on a full file system: EIO; ENOSPC must fail requests cleanly and leave the store "
+			      "usable",
+		      what);
+	return e;
+}
+
+/* The store's file system fills up: requests fail with ENOSPC, nothing
+ * fails with EIO, what was acknowledged stays, and once there is room again
+ * everything works; the unmount is clean and `tpfs check` too. */
+Test(integrity, enospc, .fini = enospc_fini, .timeout = 300)
+{
+	const size_t len = 1 << 20;
+	unsigned char *b = malloc(len);
+	char cmd[1200];
+	fsu_start_mkfs("-s 1M", NULL, 0);
+	fsu_stop_check();
+	/* move the store to a 32 MiB tmpfs */
+	snprintf(small_dir, sizeof small_dir, "%s/small", fsu_m.dir);
+	cr_assert_eq(mkdir(small_dir, 0755), 0);
+	cr_assert_eq(mount("tmpfs", small_dir, "tmpfs", 0, "size=32m"), 0, "mount tmpfs: %s", strerror(errno));
+	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s/store'", fsu_m.store, small_dir);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_lt(strlen(small_dir) + 7, sizeof fsu_m.store);
+	memcpy(fsu_m.store, small_dir, strlen(small_dir));
+	memcpy(fsu_m.store + strlen(small_dir), "/store", 7);
+	fsu_remount();
+
+	int acked = 0, e = 0;
+	for (int i = 0; i < 100 && !e; i++) {
+		pat((uint64_t)i, 0, b, len);
+		int fd = open(mp("f%d", i), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0) {
+			e = errno;
+			break;
+		}
+		size_t done = 0;
+		while (done < len) {
+			ssize_t w = write(fd, b + done, len - done);
+			if (w < 0) {
+				e = errno;
+				break;
+			}
+			done += (size_t)w;
+		}
+		if (fsync(fd) != 0 && !e)
+			e = errno;
+		if (close(fd) != 0 && !e)
+			e = errno;
+		if (!e)
+			acked = i + 1;
+	}
+	fprintf(stderr, "enospc: %d files of 1 MiB written before: %s\n", acked, strerror(e));
+	cr_assert(e == ENOSPC || e == EDQUOT, "the first failure on a full file system is %s, want ENOSPC", strerror(e));
+	cr_assert_gt(acked, 0);
+	/* still usable: reads, lookups, listings; removals fail cleanly at worst */
+	struct stat st;
+	for (int i = 0; i < acked; i++) {
+		no_eio(stat(mp("f%d", i), &st), "stat");
+		unsigned char *r = malloc(len + 1);
+		ssize_t got = fsu_read_file(mp("f%d", i), r, len + 1);
+		if (got < 0)
+			errno = (int)-got;
+		no_eio(got < 0 ? -1 : 0, "read");
+		pat((uint64_t)i, 0, b, len);
+		cr_assert(got == (ssize_t)len && !memcmp(r, b, len), "file %d, acknowledged before the disk filled, is wrong",
+			  i);
+		free(r);
+	}
+	DIR *d = opendir(fsu_m.mnt);
+	no_eio(d ? 0 : -1, "opendir");
+	if (d)
+		closedir(d);
+	no_eio(mkdir(mp("newdir"), 0755), "mkdir");
+	int removed = 0;
+	for (int i = 0; i < acked; i += 2)
+		removed += no_eio(unlink(mp("f%d", i)), "unlink") == 0;
+	fprintf(stderr, "enospc: %d of %d unlinks succeeded on the full file system\n", removed, (acked + 1) / 2);
+	/* room again: the administrator grows the file system */
+	cr_assert_eq(mount("tmpfs", small_dir, "tmpfs", MS_REMOUNT, "size=256m"), 0, "remount tmpfs: %s", strerror(errno));
+	for (int i = 0; i < acked; i += 2)
+		if (unlink(mp("f%d", i)) != 0)
+			cr_assert_eq(errno, ENOENT, "unlink f%d with room again: %s", i, strerror(errno));
+	write_pat(mp("after"), 777, len);
+	check_pat(mp("after"), 777, len);
+	fsu_cycle();
+	for (int i = 1; i < acked; i += 2)
+		check_pat(mp("f%d", i), (uint64_t)i, len);
+	check_pat(mp("after"), 777, len);
+	fsu_stop_check();
+	free(b);
+}
+
+Test(integrity, readonly_mount, .init = setup, .fini = fsu_teardown, .timeout = 300)
+{
+	write_pat(mp("f"), 1, 100000);
+	cr_assert_eq(mkdir(mp("d"), 0755), 0);
+	fsu_stop_check();
+	cr_assert_eq(fsu_try_remount("ro"), 0, "mounting read-only failed");
+	check_pat(mp("f"), 1, 100000);
+	struct statvfs sv;
+	cr_assert_eq(statvfs(fsu_m.mnt, &sv), 0);
+	cr_assert(sv.f_flag & ST_RDONLY, "a read-only mount without ST_RDONLY");
+	errno = 0;
+	cr_assert_eq(open(mp("f"), O_WRONLY), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(open(mp("g"), O_WRONLY | O_CREAT, 0644), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(mkdir(mp("e"), 0755), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(unlink(mp("f")), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(rename(mp("f"), mp("g")), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(chmod(mp("f"), 0600), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(setxattr(mp("f"), "user.a", "1", 1, 0), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(utimensat(AT_FDCWD, mp("f"), NULL, 0), -1);
+	cr_assert_eq(errno, EROFS);
+	fsu_stop_check();
+	/* committed and synced, then killed: a read-only mount either refuses a
+	 * store that needs recovery or shows exactly what was committed */
+	fsu_remount();
+	write_pat(mp("g"), 2, 50000);
+	int fd = open(mp("g"), O_RDONLY);
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+	fsu_kill9();
+	if (fsu_try_remount("ro") == 0) {
+		check_pat(mp("f"), 1, 100000);
+		check_pat(mp("g"), 2, 50000);
+		int st = tfs_stop(&fsu_m);
+		cr_assert_eq(st, 0, "a read-only mount of a store needing recovery: the daemon exited %d", st);
+	} else {
+		fprintf(stderr, "readonly_mount: the read-only mount of a store needing recovery was refused\n");
+	}
+	fsu_remount();
+	check_pat(mp("f"), 1, 100000);
+	check_pat(mp("g"), 2, 50000);
+	fsu_stop_check();
+}
+
 /* ---- unlinked while open ---- */
 
 Test(integrity, orphan_reclaimed_at_close, .init = setup, .fini = fsu_teardown, .timeout = 300)
@@ -1438,6 +1751,24 @@ Test(integrity, orphan_reclaimed_at_close, .init = setup, .fini = fsu_teardown, 
 	check_pat(mp("r"), 12, 10);
 	cr_assert_eq(unlink(mp("r")), 0);
 	cr_assert_eq(close(rfd), 0);
+	/* reopened through /proc after the unlink: the first close is not the last */
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	int fd2 = open(proc, O_RDONLY);
+	cr_assert_geq(fd2, 0, "reopening an unlinked file through %s: %s", proc, strerror(errno));
+	cr_assert_eq(close(fd), 0);
+	usleep(100000);
+	cr_assert_eq(pread(fd2, b, len, 0), (ssize_t)len, "an unlinked file reopened through /proc: %s", strerror(errno));
+	pat(3, 0, w, len);
+	cr_assert(!memcmp(b, w, len), "an unlinked file's data changed after one of two descriptors closed");
+	fd = fd2;
+	/* a directory removed while open */
+	cr_assert_eq(mkdir(mp("dd"), 0755), 0);
+	int dfd = open(mp("dd"), O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(dfd, 0);
+	cr_assert_eq(rmdir(mp("dd")), 0);
+	cr_assert_eq(fstat(dfd, &st), 0);
+	cr_assert_eq(close(dfd), 0);
 	cr_assert_eq(close(fd), 0);
 	usleep(300000); /* the kernel sends RELEASE and FORGET asynchronously */
 	fsu_stop_check();
@@ -1464,12 +1795,17 @@ Test(integrity, orphan_reclaimed_after_kill9, .init = setup, .fini = fsu_teardow
 	cr_assert_eq(unlink(mp("o1")), 0);
 	cr_assert_eq(unlink(mp("o2")), 0);
 	cr_assert_eq(pwrite(f2, "more", 4, 5000), 4);
+	cr_assert_eq(mkdir(mp("dd"), 0755), 0);
+	int f3 = open(mp("dd"), O_RDONLY | O_DIRECTORY);
+	cr_assert_geq(f3, 0);
+	cr_assert_eq(rmdir(mp("dd")), 0);
 	cr_assert_eq(fsync(f1), 0); /* every change so far is durable */
 	unsigned char b[300000];
 	cr_assert_eq(pread(f1, b, sizeof b, 0), (ssize_t)sizeof b);
 	fsu_kill9();
 	close(f1);
 	close(f2);
+	close(f3);
 	fsu_remount(); /* recovery, then the orphans go */
 	struct stat st;
 	cr_assert_eq(stat(mp("o1"), &st), -1, "an unlinked file came back after the crash");
@@ -1478,5 +1814,6 @@ Test(integrity, orphan_reclaimed_after_kill9, .init = setup, .fini = fsu_teardow
 	uint64_t dirs, others, blocks;
 	cr_assert_eq(fsu_check_counts(&dirs, &others, &blocks), 0);
 	cr_assert_eq(others, 1, "%" PRIu64 " inodes after the remount reclaimed the orphans, want 1 (keep)", others);
+	cr_assert_eq(dirs, 1, "%" PRIu64 " directories: the one removed while open was not reclaimed", dirs);
 	cr_assert_leq(blocks, 2, "%" PRIu64 " blocks left: the orphans' blocks were not freed", blocks);
 }

@@ -16,8 +16,9 @@
  *   2. the side effects must hold on both;
  *   3. the two trees must then be identical: names, types, modes, link
  *      counts, owners, sizes, contents, symlink targets, device numbers,
- *      hard-link identity and extended attributes (not timestamps, st_blocks
- *      or directory sizes, where file systems may differ).
+ *      hard-link identity, extended attributes, and readdir's d_type and
+ *      d_ino against lstat (not timestamps, st_blocks or directory sizes,
+ *      where file systems may differ).
  * Cases marked .only run on tpfs alone: POSIX leaves a choice there, or
  * tpfs documents another limit than ext4 (the largest file is 2^44 bytes,
  * ext4's is 2^44 - 4096; xattr values up to 64 KiB).  Every test ends by
@@ -41,10 +42,12 @@
  *
  * Users: U1 = 1000:1000 {1000}, U2 = 1001:1001 {1001, 1000},
  * U3 = 1002:1002 {1002}; umask 022.
+ *
+ * posix/sequences, in test_posix_seq.c: scenarios of several calls and
+ * processes, compared with the host the same way.
  */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -82,13 +85,7 @@ static const char *const op_names[] = {
 	"pwrite", "fallocate", "setxattr", "lsetxattr", "getxattr", "listxattr", "removexattr",
 };
 
-enum { ROOT, U1, U2, U3 };
-static const fsu_user users[] = {
-	[ROOT] = {0, 0, 0, {0}},
-	[U1] = {1000, 1000, 1, {1000}},
-	[U2] = {1001, 1001, 2, {1001, 1000}},
-	[U3] = {1002, 1002, 1, {1002}},
-};
+enum { ROOT, U1, U2, U3 }; /* indexes of fsu_users */
 static const char *const user_names[] = {"root", "u1", "u2", "u3"};
 
 #define ALT_OK 10000 /* .alt: success is acceptable as well */
@@ -485,6 +482,8 @@ static const pcase cases[] = {
 	{"xattr", SETX, "f", "trusted.t", "v", .fx = "f:xtrusted.t=v"},
 	{"xattr", SETX, "sl", "user.c", "v", .fx = "f:xuser.c=v"},
 	{"xattr", LSETX, "sl", "user.c", "v", .err = EPERM},
+	{"xattr", LSETX, "sl", "trusted.t", "v", .fx = "sl:xtrusted.t=v; f:Xtrusted.t"},
+	{"xattr", SETX, "f", "security.foo", "v", .fx = "f:xsecurity.foo=v"},
 	{"xattr", SETX, "d", "user.c", "v", .fx = "d:xuser.c=v"},
 	{"xattr", SETX, "fifo", "user.c", "v", .err = EPERM},
 	{"xattr", SETX, "missing", "user.c", "v", .err = ENOENT},
@@ -722,18 +721,23 @@ static void mkf(const char *root, const char *name, const char *content, mode_t 
 {
 	char p[4096];
 	snprintf(p, sizeof p, "%s/%s", root, name);
-	cr_assert_eq(fsu_write_file(p, content, strlen(content), 0600), 0, "fixture %s", p);
-	cr_assert_eq(chown(p, u, g), 0, "fixture chown %s: %s", p, strerror(errno));
-	cr_assert_eq(chmod(p, mode), 0, "fixture chmod %s: %s", p, strerror(errno));
+	/* created with its mode when the umask (022) leaves it whole: fewer calls */
+	cr_assert_eq(fsu_write_file(p, content, strlen(content), mode & 0777), 0, "fixture %s", p);
+	if (u || g)
+		cr_assert_eq(chown(p, u, g), 0, "fixture chown %s: %s", p, strerror(errno));
+	if (mode & 07022)
+		cr_assert_eq(chmod(p, mode), 0, "fixture chmod %s: %s", p, strerror(errno));
 }
 
 static void mkd(const char *root, const char *name, mode_t mode, uid_t u, gid_t g)
 {
 	char p[4096];
 	snprintf(p, sizeof p, "%s/%s", root, name);
-	cr_assert_eq(mkdir(p, 0700), 0, "fixture mkdir %s: %s", p, strerror(errno));
-	cr_assert_eq(chown(p, u, g), 0, "fixture chown %s: %s", p, strerror(errno));
-	cr_assert_eq(chmod(p, mode), 0, "fixture chmod %s: %s", p, strerror(errno));
+	cr_assert_eq(mkdir(p, mode & 0777), 0, "fixture mkdir %s: %s", p, strerror(errno));
+	if (u || g)
+		cr_assert_eq(chown(p, u, g), 0, "fixture chown %s: %s", p, strerror(errno));
+	if (mode & 07022)
+		cr_assert_eq(chmod(p, mode), 0, "fixture chmod %s: %s", p, strerror(errno));
 }
 
 static void mkl(const char *root, const char *name, const char *target)
@@ -909,7 +913,7 @@ static res run_in(const pcase *p, const char *root, const char *other)
 			if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
 				_exit(97);
 		}
-		fsu_become(&users[p->who]);
+		fsu_become(&fsu_users[p->who]);
 		do_op(p, a, b, c, shared);
 		_exit(0);
 	}
@@ -920,174 +924,6 @@ static res run_in(const pcase *p, const char *root, const char *other)
 	free(b);
 	free(c);
 	return *shared;
-}
-
-/* ---- snapshots of a tree ---- */
-
-typedef struct sbuf {
-	char *p;
-	size_t n, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	for (;;) {
-		va_start(ap, fmt);
-		int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-		va_end(ap);
-		if (b->p && (size_t)k < b->cap - b->n) {
-			b->n += (size_t)k;
-			return;
-		}
-		b->cap = (b->cap + (size_t)k + 1) * 2;
-		b->p = realloc(b->p, b->cap);
-		cr_assert_not_null(b->p);
-	}
-}
-
-static uint64_t fnv(const void *p, size_t n, uint64_t h)
-{
-	const unsigned char *s = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-typedef struct inomap {
-	struct {
-		ino_t ino;
-		char rel[512];
-	} v[256];
-	int n;
-} inomap;
-
-static int not_dots(const struct dirent *d) { return strcmp(d->d_name, ".") && strcmp(d->d_name, ".."); }
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void desc_xattrs(sbuf *b, const char *path)
-{
-	static char list[70000], val[70000];
-	ssize_t n = llistxattr(path, list, sizeof list);
-	if (n <= 0)
-		return;
-	char *names[256];
-	int k = 0;
-	for (char *s = list; s < list + n && k < 256; s += strlen(s) + 1)
-		if (strncmp(s, "security.", 9) && strncmp(s, "system.", 7))
-			names[k++] = s;
-	qsort(names, (size_t)k, sizeof names[0], cmp_str);
-	for (int i = 0; i < k; i++) {
-		ssize_t vl = lgetxattr(path, names[i], val, sizeof val);
-		sb_printf(b, " x[%s=%zd:%016" PRIx64 "]", names[i], vl, vl > 0 ? fnv(val, (size_t)vl, 14695981039346656037ull) : 0);
-	}
-}
-
-/* dtype, dino: what readdir said of this entry (dtype -1: the root) */
-static void desc_node(sbuf *b, const char *path, const char *rel, int times, inomap *im, int dtype, ino_t dino)
-{
-	struct stat st;
-	if (lstat(path, &st) != 0) {
-		sb_printf(b, "%s: lstat %s\n", rel, strerror(errno));
-		return;
-	}
-	if (dtype >= 0 && dtype != (int)IFTODT(st.st_mode))
-		sb_printf(b, "[readdir d_type %d, lstat type %d] ", dtype, (int)IFTODT(st.st_mode));
-	if (dtype >= 0 && dino != st.st_ino)
-		sb_printf(b, "[readdir d_ino %llu, st_ino %llu] ", (unsigned long long)dino, (unsigned long long)st.st_ino);
-	char t = S_ISREG(st.st_mode) ? 'f' : S_ISDIR(st.st_mode) ? 'd' : S_ISLNK(st.st_mode) ? 'l' : S_ISFIFO(st.st_mode) ? 'p'
-		 : S_ISCHR(st.st_mode) ? 'c' : S_ISBLK(st.st_mode) ? 'b' : S_ISSOCK(st.st_mode) ? 's' : '?';
-	sb_printf(b, "%s %c%04o n%lu u%u g%u", rel, t, (unsigned)(st.st_mode & 07777), (unsigned long)st.st_nlink,
-		  (unsigned)st.st_uid, (unsigned)st.st_gid);
-	if (!S_ISDIR(st.st_mode))
-		sb_printf(b, " s%lld", (long long)st.st_size);
-	if (S_ISREG(st.st_mode)) {
-		if (st.st_size <= (1 << 20)) {
-			static char data[1 << 20];
-			ssize_t r = fsu_read_file(path, data, sizeof data);
-			sb_printf(b, " h%016" PRIx64, r >= 0 ? fnv(data, (size_t)r, 14695981039346656037ull) : (uint64_t)r);
-		} else {
-			sb_printf(b, " big");
-		}
-	} else if (S_ISLNK(st.st_mode)) {
-		static char tg[8192];
-		ssize_t r = readlink(path, tg, sizeof tg - 1);
-		tg[r < 0 ? 0 : r] = 0;
-		if (r > 64)
-			sb_printf(b, " ->[%zd:%016" PRIx64 "]", r, fnv(tg, (size_t)r, 14695981039346656037ull));
-		else
-			sb_printf(b, " ->%s", tg);
-	} else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) {
-		sb_printf(b, " r%u,%u", major(st.st_rdev), minor(st.st_rdev));
-	}
-	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
-		int i;
-		for (i = 0; i < im->n && im->v[i].ino != st.st_ino; i++)
-			;
-		if (i < im->n) {
-			sb_printf(b, " L=%s", im->v[i].rel);
-		} else if (im->n < 256) {
-			im->v[im->n].ino = st.st_ino;
-			snprintf(im->v[im->n].rel, sizeof im->v[0].rel, "%s", rel);
-			im->n++;
-		}
-	}
-	desc_xattrs(b, path);
-	if (times)
-		sb_printf(b, " m%lld.%09ld c%lld.%09ld", (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-			  (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
-	sb_printf(b, "\n");
-	if (S_ISDIR(st.st_mode)) {
-		struct dirent **names;
-		int n = scandir(path, &names, not_dots, alphasort);
-		if (n < 0) {
-			sb_printf(b, "%s: scandir %s\n", rel, strerror(errno));
-			return;
-		}
-		for (int i = 0; i < n; i++) {
-			size_t pl = strlen(path) + strlen(names[i]->d_name) + 2, rl = strlen(rel) + strlen(names[i]->d_name) + 2;
-			char *cp = malloc(pl), *cr = malloc(rl);
-			snprintf(cp, pl, "%s/%s", path, names[i]->d_name);
-			snprintf(cr, rl, "%s/%s", rel, names[i]->d_name);
-			desc_node(b, cp, cr, times, im, names[i]->d_type, names[i]->d_ino);
-			free(cp);
-			free(cr);
-			free(names[i]);
-		}
-		free(names);
-	}
-}
-
-static char *desc_tree(const char *root, int times)
-{
-	sbuf b = {0};
-	inomap *im = calloc(1, sizeof *im);
-	desc_node(&b, root, ".", times, im, -1, 0);
-	free(im);
-	if (!b.p)
-		sb_printf(&b, "%s", "");
-	return b.p;
-}
-
-/* Prints the lines that differ between two snapshots. */
-static void print_diff(const char *what, const char *xl, const char *yl, const char *x, const char *y)
-{
-	fprintf(stderr, "    %s differ:\n", what);
-	const char *p = x, *q = y;
-	int shown = 0;
-	while ((*p || *q) && shown < 12) {
-		const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
-		size_t pl = pe ? (size_t)(pe - p) : strlen(p), ql = qe ? (size_t)(qe - q) : strlen(q);
-		if (pl != ql || memcmp(p, q, pl) != 0) {
-			fprintf(stderr, "      %s: %.*s\n      %s: %.*s\n", xl, (int)(pl > 300 ? 300 : pl), p, yl,
-				(int)(ql > 300 ? 300 : ql), q);
-			shown++;
-		}
-		p += pl + (pe ? 1 : 0);
-		q += ql + (qe ? 1 : 0);
-	}
 }
 
 /* ---- side effects ---- */
@@ -1144,13 +980,8 @@ static void fx_prestat(const pcase *pc, const char *root, const char *other, fxp
 	}
 }
 
-static int ts_eq(const struct timespec *a, const struct timespec *b)
-{
-	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
-}
-
 /* Checks the side effects; appends problems to msg; returns their count. */
-static int fx_check(const pcase *pc, const char *root, const char *other, const fxpre pre[MAXFX], sbuf *msg)
+static int fx_check(const pcase *pc, const char *root, const char *other, const fxpre pre[MAXFX], fsu_sbuf *msg)
 {
 	char buf[2048], *paths[MAXFX], *toks[MAXFX];
 	int n = fx_split(pc->fx, buf, sizeof buf, paths, toks), bad = 0;
@@ -1209,10 +1040,10 @@ static int fx_check(const pcase *pc, const char *root, const char *other, const 
 									    : &pre[i].st.st_atim;
 				if (!pre[i].ok)
 					snprintf(why, sizeof why, "%s: did not exist before the call", t);
-				else if (t[1] == '+' && ts_eq(a, b))
+				else if (t[1] == '+' && fsu_ts_eq(a, b))
 					snprintf(why, sizeof why, "%ctime unchanged (%lld.%09ld)", t[0], (long long)a->tv_sec,
 						 a->tv_nsec);
-				else if (t[1] == '=' && !ts_eq(a, b))
+				else if (t[1] == '=' && !fsu_ts_eq(a, b))
 					snprintf(why, sizeof why, "%ctime changed from %lld.%09ld to %lld.%09ld", t[0],
 						 (long long)b->tv_sec, b->tv_nsec, (long long)a->tv_sec, a->tv_nsec);
 			} else if (t[0] == 'r') {
@@ -1241,7 +1072,7 @@ static int fx_check(const pcase *pc, const char *root, const char *other, const 
 				snprintf(why, sizeof why, "bad token '%s' in the table", t);
 			}
 			if (why[0]) {
-				sb_printf(msg, "      %s: %s\n", paths[i], why);
+				fsu_sb_printf(msg, "      %s: %s\n", paths[i], why);
 				bad++;
 			}
 		}
@@ -1251,17 +1082,6 @@ static int fx_check(const pcase *pc, const char *root, const char *other, const 
 }
 
 /* ---- the runner ---- */
-
-static const char *errname(int e)
-{
-	static char b[4][64];
-	static int k;
-	if (e == 0)
-		return "success";
-	k = (k + 1) % 4;
-	snprintf(b[k], sizeof b[k], "%s", strerrorname_np(e) ? strerrorname_np(e) : "?");
-	return b[k];
-}
 
 static void describe(const pcase *p, int idx, char *out, size_t size)
 {
@@ -1307,7 +1127,7 @@ static void run_group(const char *group)
 		const pcase *p = &cases[i];
 		if (strcmp(p->g, group))
 			continue;
-		sbuf msg = {0};
+		fsu_sbuf msg = {0};
 		int bad = 0;
 		fxpre tpre[MAXFX], hpre[MAXFX];
 		describe(p, (int)i, what, sizeof what);
@@ -1333,46 +1153,46 @@ static void run_group(const char *group)
 			hr = run_in(p, hdir, tdir);
 		res tr = run_in(p, tdir, hdir);
 		if (!p->only && !result_ok(p, hr, 0)) {
-			sb_printf(&msg, "    TABLE: the host gives ret %lld %s, the table wants %s (ret %lld)\n", hr.ret,
-				  errname(hr.err), errname(p->err), p->cr ? p->ret : 0);
+			fsu_sb_printf(&msg, "    TABLE: the host gives ret %lld %s, the table wants %s (ret %lld)\n", hr.ret,
+				  fsu_errname(hr.err), fsu_errname(p->err), p->cr ? p->ret : 0);
 			bad++;
 		}
 		if (!result_ok(p, tr, p->only)) {
-			sb_printf(&msg, "    tpfs gives ret %lld %s, want %s%s%s", tr.ret, errname(tr.err), errname(p->err),
-				  p->only && p->alt ? " or " : "", p->only && p->alt ? errname(p->alt == ALT_OK ? 0 : p->alt) : "");
+			fsu_sb_printf(&msg, "    tpfs gives ret %lld %s, want %s%s%s", tr.ret, fsu_errname(tr.err), fsu_errname(p->err),
+				  p->only && p->alt ? " or " : "", p->only && p->alt ? fsu_errname(p->alt == ALT_OK ? 0 : p->alt) : "");
 			if (p->cr)
-				sb_printf(&msg, " (ret %lld)", p->ret);
-			sb_printf(&msg, "\n");
+				fsu_sb_printf(&msg, " (ret %lld)", p->ret);
+			fsu_sb_printf(&msg, "\n");
 			bad++;
 		} else if (!p->only && (tr.ret != hr.ret || tr.err != hr.err)) {
-			sb_printf(&msg, "    tpfs gives ret %lld %s, the host ret %lld %s\n", tr.ret, errname(tr.err), hr.ret,
-				  errname(hr.err));
+			fsu_sb_printf(&msg, "    tpfs gives ret %lld %s, the host ret %lld %s\n", tr.ret, fsu_errname(tr.err), hr.ret,
+				  fsu_errname(hr.err));
 			bad++;
 		}
-		sbuf fm = {0};
+		fsu_sbuf fm = {0};
 		int fb = fx_check(p, tdir, hdir, tpre, &fm);
 		if (fb) {
-			sb_printf(&msg, "    side effects on tpfs:\n%s", fm.p);
+			fsu_sb_printf(&msg, "    side effects on tpfs:\n%s", fm.p);
 			bad += fb;
 		}
 		free(fm.p);
 		if (!p->only) {
-			sbuf hm = {0};
+			fsu_sbuf hm = {0};
 			int hb = fx_check(p, hdir, tdir, hpre, &hm);
 			if (hb) {
-				sb_printf(&msg, "    TABLE: side effects on the host:\n%s", hm.p);
+				fsu_sb_printf(&msg, "    TABLE: side effects on the host:\n%s", hm.p);
 				bad += hb;
 			}
 			free(hm.p);
-			char *dt = desc_tree(tdir, 0), *dh = desc_tree(hdir, 0);
+			char *dt = fsu_tree(tdir, 0), *dh = fsu_tree(hdir, 0);
 			if (strcmp(dt, dh)) {
-				sb_printf(&msg, "    the trees differ from the host's after the call\n");
+				fsu_sb_printf(&msg, "    the trees differ from the host's after the call\n");
 				bad++;
 			}
 			if (bad)
 				fprintf(stderr, "FAIL %s%s%s\n%s", what, p->why ? "  -- " : "", p->why ? p->why : "", msg.p);
 			if (strcmp(dt, dh))
-				print_diff("trees", "tpfs", "host", dt, dh);
+				fsu_print_diff("trees", "tpfs", "host", dt, dh);
 			free(dt);
 			free(dh);
 		} else if (bad) {
@@ -1386,12 +1206,12 @@ static void run_group(const char *group)
 	fprintf(stderr, "posix %s: %d cases, %d failed\n", group, ran, failed);
 
 	/* persistence: the whole mount, with mtime and ctime, survives an unmount */
-	char *before = desc_tree(fsu_m.mnt, 1);
+	char *before = fsu_tree(fsu_m.mnt, 1);
 	fsu_cycle();
-	char *after = desc_tree(fsu_m.mnt, 1);
+	char *after = fsu_tree(fsu_m.mnt, 1);
 	if (strcmp(before, after)) {
 		fprintf(stderr, "posix %s: the mount changed across unmount and mount:\n", group);
-		print_diff("snapshots", "before", " after", before, after);
+		fsu_print_diff("snapshots", "before", " after", before, after);
 	}
 	int persisted = !strcmp(before, after);
 	free(before);
