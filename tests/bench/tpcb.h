@@ -9,13 +9,15 @@
  *   increasing sequence number, appended, never read during a run.
  *
  * Life of a system in one run of tpcb
- *   open (creates its store under cfg->dir and loads it, printing progress),
- *   then for each of its modes: set_mode, worker_open cfg->max_threads
- *   times (in the main thread; handle i is then used by thread i of each
- *   measurement, one thread at a time), a warm-up, and for each thread
- *   count a fixed time of txn calls followed by sums (the consistency
- *   check); worker_close of every handle; finally close.  Modes run in the
- *   order listed; a system may reload in set_mode.
+ *   open (creates its stores under cfg->dir and loads them, printing
+ *   progress); for each mode: set_mode, worker_open cfg->max_threads times
+ *   (in the main thread; handle i of a mode is then used by thread i of each
+ *   measurement of that mode, one thread at a time), sums, a warm-up.  Then
+ *   the measurements of every system, mode and thread count, interleaved in
+ *   slices: set_mode, then txn calls from the threads for a slice's time;
+ *   sums after the last slice of each.  Finally worker_close of every
+ *   handle, and close.  set_mode must be cheap: every system is open at
+ *   once and switches mode before each slice.
  */
 #ifndef TPCB_H
 #define TPCB_H
@@ -68,10 +70,13 @@ enum {
 	TPCB_NCLASS
 };
 
+enum { TPCB_MAXSTORES = 2 };
+
 typedef struct tpcb_mode {
 	const char *name;
 	int cls;                /* TPCB_DURABLE, ... */
 	const char *durability; /* what a crash does to it, in a few words */
+	int store;              /* which of the system's stores it runs on (0, 1) */
 } tpcb_mode;
 
 typedef struct tpcb_system {

@@ -28,8 +28,8 @@ enum { D_ACC, D_TEL, D_BR, D_HIST, NDB };
 static const char *const db_name[NDB] = {"account.db", "teller.db", "branch.db", "history.db"};
 
 static const tpcb_mode modes[] = {
-	{"durable", TPCB_DURABLE, "durable at commit: the log is flushed (group commit)"},
-	{"nosync", TPCB_NOSYNC, "atomic; DB_TXN_NOSYNC: commits in the log buffer lost at a crash, even a process crash"},
+	{"durable", TPCB_DURABLE, "durable at commit: the log is flushed (group commit)", 0},
+	{"nosync", TPCB_NOSYNC, "atomic; DB_TXN_NOSYNC: commits in the log buffer lost at a crash, even a process crash", 0},
 };
 
 typedef struct bdb {

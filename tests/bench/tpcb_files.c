@@ -33,8 +33,8 @@ enum { F_ACC, F_TEL, F_BR, F_HIST, NFILE };
 static const char *const file_name[NFILE] = {"account", "teller", "branch", "history"};
 
 static const tpcb_mode modes[] = {
-	{"fdatasync", TPCB_DURABLE, "4 fdatasyncs per commit: durable at return, NOT atomic (a crash may leave part of one)"},
-	{"nosync", TPCB_NONE, "no sync: neither durable nor atomic"},
+	{"fdatasync", TPCB_DURABLE, "4 fdatasyncs per commit: durable at return, NOT atomic (a crash may leave part of one)", 0},
+	{"nosync", TPCB_NONE, "no sync: neither durable nor atomic", 0},
 };
 
 typedef struct fdb {

@@ -25,8 +25,8 @@ enum { L_ACC, L_TEL, L_BR, L_HIST, NDBI };
 static const char *const dbi_name[NDBI] = {"account", "teller", "branch", "history"};
 
 static const tpcb_mode modes[] = {
-	{"durable", TPCB_DURABLE, "durable at commit: data and meta pages synced"},
-	{"nosync", TPCB_NOSYNC, "MDB_NOSYNC: survives a process crash; an OS crash loses recent commits (or corrupts, if writes reorder)"},
+	{"durable", TPCB_DURABLE, "durable at commit: data and meta pages synced", 0},
+	{"nosync", TPCB_NOSYNC, "MDB_NOSYNC: survives a process crash; an OS crash loses recent commits (or corrupts, if writes reorder)", 0},
 };
 
 typedef struct ldb {

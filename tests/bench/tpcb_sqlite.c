@@ -27,9 +27,9 @@
 #include "tpcb.h"
 
 static const tpcb_mode modes[] = {
-	{"FULL", TPCB_DURABLE, "durable at commit: WAL synced at every commit"},
-	{"NORMAL", TPCB_NOSYNC, "WAL synced at checkpoints: atomic; recent commits lost at power loss, not at a process crash"},
-	{"OFF", TPCB_NOSYNC, "never synced: atomic at a process crash; an OS crash or power loss may corrupt"},
+	{"FULL", TPCB_DURABLE, "durable at commit: WAL synced at every commit", 0},
+	{"NORMAL", TPCB_NOSYNC, "WAL synced at checkpoints: atomic; recent commits lost at power loss, not at a process crash", 0},
+	{"OFF", TPCB_NOSYNC, "never synced: atomic at a process crash; an OS crash or power loss may corrupt", 0},
 };
 static const char *const sync_pragma[] = {"PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL",
 					  "PRAGMA synchronous=OFF"};

@@ -16,8 +16,9 @@
  * Modes
  *   durable      tp_commit(t, 0)
  *   nosync       tp_commit(t, TP_COMMIT_NOSYNC)
- *   unprotected  a second store, dir/tpfs-notxn, whose trees are
- *                TP_TREE_NOTXN, written with t == NULL: no log, no locks.
+ *   unprotected  a second store, dir/tpfs-notxn, loaded the same way, whose
+ *                trees are TP_TREE_NOTXN, written with t == NULL: no log,
+ *                no locks.
  *                The record read-modify-writes would race, so a global
  *                mutex makes each transaction's body exclusive (at 2+
  *                threads this measures the serialized engine).
@@ -38,16 +39,20 @@ enum { T_ACC, T_TEL, T_BR, T_HIST, NTREE };
 static const char *const tree_name[NTREE] = {"account", "teller", "branch", "history"};
 
 static const tpcb_mode modes[] = {
-	{"durable", TPCB_DURABLE, "durable at commit: tp_commit(t, 0) flushes the log (group commit)"},
-	{"nosync", TPCB_NOSYNC, "atomic; TP_COMMIT_NOSYNC: commits not yet flushed lost at a crash"},
-	{"unprotected", TPCB_NONE, "TP_TREE_NOTXN, no log or locks, global mutex: a crash may damage the trees"},
+	{"durable", TPCB_DURABLE, "durable at commit: tp_commit(t, 0) flushes the log (group commit)", 0},
+	{"nosync", TPCB_NOSYNC, "atomic; TP_COMMIT_NOSYNC: commits not yet flushed lost at a crash", 0},
+	{"unprotected", TPCB_NONE, "TP_TREE_NOTXN, no log or locks, global mutex: a crash may damage the trees", 1},
 };
+
+typedef struct tstore {
+	tp_env *env;
+	tp_tree *tr[NTREE];
+} tstore;
 
 typedef struct tdb {
 	tpcb_cfg cfg;
-	tp_env *env;
-	tp_tree *tr[NTREE];
-	int mode;
+	tstore st[2];       /* 0: protected trees, 1: unprotected */
+	int mode;           /* set between measurements only */
 	tp_stats s0;        /* at the start of a measurement */
 	pthread_mutex_t mu; /* unprotected mode: one transaction body at a time */
 } tdb;
@@ -64,22 +69,22 @@ static void put64(unsigned char *b, uint64_t v)
 		b[i] = (unsigned char)(v >> (8 * i));
 }
 
-static void close_store(tdb *d)
+static void close_store(tstore *st)
 {
 	for (int i = 0; i < NTREE; i++) {
-		tp_tree_close(d->tr[i]);
-		d->tr[i] = NULL;
+		tp_tree_close(st->tr[i]);
+		st->tr[i] = NULL;
 	}
-	if (d->env) {
-		int rc = tp_close(d->env);
+	if (st->env) {
+		int rc = tp_close(st->env);
 		if (rc)
 			fail("close", rc);
 	}
-	d->env = NULL;
+	st->env = NULL;
 }
 
-/* Makes and loads store dir/name; notxn: unprotected trees. */
-static int open_store(tdb *d, const char *name, int notxn)
+/* Makes and loads store dir/name into st; notxn: unprotected trees. */
+static int open_store(tdb *d, tstore *st, const char *name, int notxn)
 {
 	char store[4096];
 	tp_options o;
@@ -94,11 +99,11 @@ static int open_store(tdb *d, const char *name, int notxn)
 	o.cache_pages = d->cfg.cache_bytes / 4096;
 	if ((rc = tp_mkfs(store, &o)) != 0)
 		return fail("mkfs", rc);
-	if ((rc = tp_open(store, &o, &d->env)) != 0)
+	if ((rc = tp_open(store, &o, &st->env)) != 0)
 		return fail("open", rc);
 	for (int i = 0; i < NTREE; i++)
-		if ((rc = tp_tree_open(d->env, tree_name[i], TP_TREE_CREATE | TP_TREE_U64 | (notxn ? TP_TREE_NOTXN : 0),
-				       &d->tr[i])) != 0)
+		if ((rc = tp_tree_open(st->env, tree_name[i], TP_TREE_CREATE | TP_TREE_U64 | (notxn ? TP_TREE_NOTXN : 0),
+				       &st->tr[i])) != 0)
 			return fail("tree open", rc);
 	uint32_t n[3] = {d->cfg.accounts, d->cfg.tellers, d->cfg.branches};
 	uint32_t per[3] = {d->cfg.accounts / d->cfg.branches, d->cfg.tellers / d->cfg.branches, 1};
@@ -109,11 +114,11 @@ static int open_store(tdb *d, const char *name, int notxn)
 			tpcb_rec r;
 			if (i % 10000 == 0)
 				tpcb_progress(sys, what[k], i, n[k]);
-			if (!notxn && !t && (rc = tp_begin(d->env, &t)) != 0)
+			if (!notxn && !t && (rc = tp_begin(st->env, &t)) != 0)
 				return fail("begin", rc);
 			tpcb_rec_init(&r, i, i / per[k]);
 			put64(key, i);
-			if ((rc = tp_put(t, d->tr[k], key, 8, &r, TPCB_REC, TP_APPEND)) != 0)
+			if ((rc = tp_put(t, st->tr[k], key, 8, &r, TPCB_REC, TP_APPEND)) != 0)
 				return fail("load put", rc);
 			if (t && (i % 1000 == 999 || i == n[k] - 1)) {
 				rc = tp_commit(t, TP_COMMIT_NOSYNC);
@@ -124,22 +129,30 @@ static int open_store(tdb *d, const char *name, int notxn)
 		}
 		tpcb_progress(sys, what[k], n[k], n[k]);
 	}
-	if ((rc = tp_checkpoint(d->env)) != 0) /* the loaded pages on disk, the log short */
+	if ((rc = tp_checkpoint(st->env)) != 0) /* the loaded pages on disk, the log short */
 		return fail("checkpoint", rc);
 	return 0;
+}
+
+static void t_close(void *db)
+{
+	tdb *d = db;
+	close_store(&d->st[0]);
+	close_store(&d->st[1]);
+	pthread_mutex_destroy(&d->mu);
+	free(d);
 }
 
 static int t_open(const tpcb_cfg *cfg, void **out)
 {
 	tdb *d = calloc(1, sizeof *d);
+	int rc;
 	if (!d)
 		return ENOMEM;
 	d->cfg = *cfg;
 	pthread_mutex_init(&d->mu, NULL);
-	int rc = open_store(d, "tpfs", 0);
-	if (rc) {
-		close_store(d);
-		free(d);
+	if ((rc = open_store(d, &d->st[0], "tpfs", 0)) != 0 || (rc = open_store(d, &d->st[1], "tpfs-notxn", 1)) != 0) {
+		t_close(d);
 		return rc;
 	}
 	*out = d;
@@ -148,17 +161,8 @@ static int t_open(const tpcb_cfg *cfg, void **out)
 
 static int t_set_mode(void *db, int mode)
 {
-	tdb *d = db;
-	int rc = 0;
-	if (mode == M_UNPROTECTED && d->mode != M_UNPROTECTED) {
-		close_store(d);
-		char store[4096];
-		tpcb_path(store, sizeof store, d->cfg.dir, "tpfs");
-		tpcb_rmtree(store);
-		rc = open_store(d, "tpfs-notxn", 1);
-	}
-	d->mode = mode;
-	return rc;
+	((tdb *)db)->mode = mode;
+	return 0;
 }
 
 static int t_worker_open(void *db, void **w)
@@ -169,8 +173,11 @@ static int t_worker_open(void *db, void **w)
 
 static void t_worker_close(void *w) { (void)w; }
 
+/* The store of the current mode. */
+static tstore *cur(tdb *d) { return &d->st[d->mode == M_UNPROTECTED]; }
+
 /* Adds delta to record id of tree k, after X-locking it by name. */
-static int update(tdb *d, tp_txn *t, int k, uint64_t id, int64_t delta)
+static int update(tstore *st, tp_txn *t, int k, uint64_t id, int64_t delta)
 {
 	unsigned char key[8], name[9];
 	tpcb_rec r;
@@ -183,42 +190,43 @@ static int update(tdb *d, tp_txn *t, int k, uint64_t id, int64_t delta)
 		if ((rc = tp_lock(t, name, sizeof name, TP_LOCK_X)) != 0)
 			return rc;
 	}
-	if ((rc = tp_get(t, d->tr[k], key, 8, &r, sizeof r, &vlen)) != 0)
+	if ((rc = tp_get(t, st->tr[k], key, 8, &r, sizeof r, &vlen)) != 0)
 		return rc;
 	if (vlen != TPCB_REC)
 		return TP_ECORRUPT;
 	r.balance += delta;
-	return tp_put(t, d->tr[k], key, 8, &r, TPCB_REC, 0);
+	return tp_put(t, st->tr[k], key, 8, &r, TPCB_REC, 0);
 }
 
-static int body(tdb *d, tp_txn *t, const tpcb_args *a)
+static int body(tstore *st, tp_txn *t, const tpcb_args *a)
 {
 	unsigned char key[8];
 	tpcb_hist h;
 	int rc;
-	if ((rc = update(d, t, T_ACC, a->account, a->delta)) != 0 || (rc = update(d, t, T_TEL, a->teller, a->delta)) != 0 ||
-	    (rc = update(d, t, T_BR, a->branch, a->delta)) != 0)
+	if ((rc = update(st, t, T_ACC, a->account, a->delta)) != 0 ||
+	    (rc = update(st, t, T_TEL, a->teller, a->delta)) != 0 || (rc = update(st, t, T_BR, a->branch, a->delta)) != 0)
 		return rc;
 	put64(key, a->hseq);
 	tpcb_hist_init(&h, a);
-	return tp_put(t, d->tr[T_HIST], key, 8, h.b, TPCB_HIST, TP_APPEND);
+	return tp_put(t, st->tr[T_HIST], key, 8, h.b, TPCB_HIST, TP_APPEND);
 }
 
 static int t_txn(void *w, const tpcb_args *a, uint64_t *retries)
 {
 	tdb *d = w;
+	tstore *st = cur(d);
 	int rc;
 	if (d->mode == M_UNPROTECTED) {
 		pthread_mutex_lock(&d->mu);
-		rc = body(d, NULL, a);
+		rc = body(st, NULL, a);
 		pthread_mutex_unlock(&d->mu);
 		return rc ? fail("unprotected transaction", rc) : 0;
 	}
 	for (;;) {
 		tp_txn *t;
-		if ((rc = tp_begin(d->env, &t)) != 0)
+		if ((rc = tp_begin(st->env, &t)) != 0)
 			return fail("begin", rc);
-		if ((rc = body(d, t, a)) != 0) {
+		if ((rc = body(st, t, a)) != 0) {
 			(void)tp_abort(t);
 		} else {
 			rc = tp_commit(t, d->mode == M_NOSYNC ? TP_COMMIT_NOSYNC : 0);
@@ -231,7 +239,7 @@ static int t_txn(void *w, const tpcb_args *a, uint64_t *retries)
 	}
 }
 
-static int sum_tree(tdb *d, int k, int64_t *sum, uint64_t *n)
+static int sum_tree(tstore *st, int k, int64_t *sum, uint64_t *n)
 {
 	tp_cursor *c;
 	const void *key, *val;
@@ -239,7 +247,7 @@ static int sum_tree(tdb *d, int k, int64_t *sum, uint64_t *n)
 	int rc;
 	*sum = 0;
 	*n = 0;
-	if ((rc = tp_cursor_open(NULL, d->tr[k], &c)) != 0)
+	if ((rc = tp_cursor_open(NULL, st->tr[k], &c)) != 0)
 		return fail("cursor", rc);
 	for (rc = tp_cursor_seek(c, "", 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
 		tp_cursor_get(c, &key, &klen, &val, &vlen);
@@ -258,21 +266,14 @@ static int sum_tree(tdb *d, int k, int64_t *sum, uint64_t *n)
 
 static int t_sums(void *db, tpcb_sums *s)
 {
-	tdb *d = db;
+	tstore *st = cur(db);
 	uint64_t n;
 	int rc;
-	if ((rc = sum_tree(d, T_ACC, &s->accounts, &n)) != 0 || (rc = sum_tree(d, T_TEL, &s->tellers, &n)) != 0 ||
-	    (rc = sum_tree(d, T_BR, &s->branches, &n)) != 0 || (rc = sum_tree(d, T_HIST, &s->history, &s->history_n)) != 0)
+	if ((rc = sum_tree(st, T_ACC, &s->accounts, &n)) != 0 || (rc = sum_tree(st, T_TEL, &s->tellers, &n)) != 0 ||
+	    (rc = sum_tree(st, T_BR, &s->branches, &n)) != 0 ||
+	    (rc = sum_tree(st, T_HIST, &s->history, &s->history_n)) != 0)
 		return rc;
 	return 0;
-}
-
-static void t_close(void *db)
-{
-	tdb *d = db;
-	close_store(d);
-	pthread_mutex_destroy(&d->mu);
-	free(d);
 }
 
 /* The bulk test's check: n pairs, key i (big-endian) with value i. */
@@ -304,7 +305,7 @@ static void t_stats(void *db, int start, uint64_t commits, char *buf, size_t cap
 {
 	tdb *d = db;
 	tp_stats s;
-	tp_stats_get(d->env, &s);
+	tp_stats_get(cur(d)->env, &s);
 	if (start) {
 		d->s0 = s;
 		return;
