@@ -41,7 +41,7 @@
  * dies at one of them.  Children never call cr_assert: they report through
  * shared memory; a failure names the seed and the crash point.
  *
- * Environment: TP_CRASH_POINTS (default 300), TP_CRASH_SEED (default 1),
+ * Environment: TP_CRASH_POINTS (default 500), TP_CRASH_SEED (default 1),
  * TP_CRASH_ONLY=i (rerun seed index i alone), TP_CRASH_JOBS (workers,
  * default: online CPUs, at most 8), TP_CRASH_VERBOSE.
  */
@@ -985,7 +985,7 @@ static int worker_main(void *arg)
 
 /* ---- the test ---- */
 
-static uint64_t points_wanted(void) { return env_u64("TP_CRASH_POINTS", 300); }
+static uint64_t points_wanted(void) { return env_u64("TP_CRASH_POINTS", 500); }
 
 ReportHook(PRE_ALL)(struct criterion_test_set *set)
 {

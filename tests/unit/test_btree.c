@@ -21,12 +21,17 @@
  *   and 4 KiB pages, protected and unprotected (TP_TREE_NOTXN) trees.
  *
  * Then targeted tests: seek modes on a small tree; in-order bulk loading
- * (TP_APPEND and plain ascending keys) leaves leaves more than 90% full;
- * trees of height >= 3 (splits at every level) with 1 KiB pages, emptied
- * and refilled (empty pages may stay; the tree still verifies);
- * tp_tree_drop frees every page; the catalog (several trees, reopen by
- * name, ENOENT); TP_NOOVERWRITE; key length limits; partial reads;
- * protected trees refuse changes without a transaction.
+ * (TP_APPEND and plain ascending keys, both comparators) leaves leaves more
+ * than 90% full (bt_verify's accounting, over the leaf level) and all
+ * pages more than 85%; trees of height >= 3 (splits at every level) with
+ * 1 KiB pages, an aborted insert of 400 keys, emptied and refilled;
+ * merges at every level: deleting everything (ascending, descending or
+ * random order, also after a rollback) collapses the tree to its root
+ * leaf and frees every page; the rollback of a lock-timeout victim that
+ * must split a leaf; tp_tree_drop frees every page; the catalog (several
+ * trees, reopen by name, ENOENT, also in a store without trees);
+ * TP_NOOVERWRITE (EEXIST, no overflow page leaked); key length limits;
+ * partial reads; protected trees refuse changes without a transaction.
  *
  * Every failure message names the seed.
  */
