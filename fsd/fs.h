@@ -46,6 +46,7 @@ typedef struct fs_options {
 	int sync;               /* every call durable on return */
 	int readonly;
 	int quiet;
+	const char *logdir;     /* the store's log is here now, not where mkfs put it */
 } fs_options;
 
 /* The caller of a request (fuse_req_ctx). */

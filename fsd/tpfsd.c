@@ -204,7 +204,7 @@ typedef struct conf {
 	char store_abs[PATH_MAX], mnt_abs[PATH_MAX];
 	int foreground, debug, help, version;
 	fs_options fo;
-	char *logdir;              /* logdir=: for fs_options.logdir, when fs.h has it */
+	char *logdir;              /* logdir=: fs_options.logdir (the log moved) */
 	double entry_timeout, attr_timeout, negative_timeout;
 	unsigned max_threads, max_idle_threads;
 	int has_fsname, has_subtype, has_allow_other, has_allow_root, has_default_permissions;
@@ -751,9 +751,8 @@ int main(int argc, char **argv)
 	fuse_set_log_func(fuse_logger);
 	if (resolve_paths(&c) != 0 || fuse_defaults(&c) != 0)
 		return 1;
-	if (c.logdir) /* TODO: fs_options.logdir = c.logdir, once fs.h has it */
-		fsd_log(LOG_WARNING, "logdir=%s: not passed on yet; the log directory recorded in the store is used",
-			c.logdir);
+	if (c.logdir)
+		c.fo.logdir = c.logdir;
 
 	/* D1 */
 	if (fuse_opt_add_arg(&args, "tpfsd") || fuse_opt_add_arg(&args, "-o") ||

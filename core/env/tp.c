@@ -208,7 +208,10 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	const store_super *sb = store_sb(env->st);
 	const store_master *m = store_master_get(env->st);
 	env->psize = sb->page_size;
-	log_dir_of(path, sb, logdir, sizeof logdir);
+	if (env->opt.logdir) /* the log moved since mkfs: the segments' uuid still checks it is ours */
+		snprintf(logdir, sizeof logdir, "%s", env->opt.logdir);
+	else
+		log_dir_of(path, sb, logdir, sizeof logdir);
 	lc.dir = logdir;
 	lc.seg_size = sb->seg_size;
 	memcpy(lc.uuid, sb->uuid, 16);

@@ -41,7 +41,8 @@ typedef struct tp_options {
 	uint64_t seg_size;       /* at creation: log segment bytes (16 MiB) */
 	uint64_t ckpt_log_bytes; /* checkpoint after this much log (64 MiB) */
 	uint32_t ckpt_ms;        /* ...or this long since the last (30000) */
-	const char *logdir;      /* at creation: keep the log there */
+	const char *logdir;      /* at creation: keep the log there; at open: the
+				    log is there now (moved since creation) */
 	int readonly;            /* inspect: no recovery, no writes at all */
 	int quiet;               /* no progress or recovery messages */
 } tp_options;
