@@ -48,9 +48,12 @@
  * write-backs racing with changes to the same pages; with a small pool the
  * pages are evicted right after).
  *
- * Exit: 0 passed, 1 a check failed, 2 usage.  Last line: "btree_mt: threads
- * N, commits C, aborts A (V on purpose), deadlock retries D, scans S (R
- * records), T s".
+ * --rounds R runs R rounds on fresh stores, seeds S, S+1, ..., and stops at
+ * the first that fails (rare interleavings need many tries).
+ *
+ * Exit: 0 passed, 1 a check failed, 2 usage.  Each round ends with a line
+ * "btree_mt: seed S, threads N, commits C, aborts A (V on purpose),
+ * deadlock retries D, scans S (R records, ...), K extra checkpoints, T s".
  */
 #include "bt_model.h"
 #include "tp.h"
@@ -691,7 +694,7 @@ static void on_alarm(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: btree_mt [--threads N] [--txns N] [--keys N] [--hot N] [--abort-pct P] [--seed S]\n"
+	fprintf(stderr, "usage: btree_mt [--threads N] [--txns N] [--keys N] [--hot N] [--abort-pct P] [--seed S] [--rounds R]\n"
 			"                [--page-size B] [--cache PAGES] [--seg-size B] [--ckpt-bytes B]\n"
 			"                [--timeout S] [--checkpointer] [--dir DIR] [--keep] [--verbose]\n");
 }
@@ -715,71 +718,20 @@ static int open_env(int create)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* One round: a fresh store in opt.dir, the threads, the checks.  0 or 1. */
+static int run_round(void)
 {
-	char dirbuf[256] = "";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(s) (strcmp(a, s) == 0 && v && (i++, 1))
-		if (ARG("--threads"))
-			opt.threads = atoi(v);
-		else if (ARG("--txns"))
-			opt.txns = atoi(v);
-		else if (ARG("--keys"))
-			opt.keys = atoi(v);
-		else if (ARG("--hot"))
-			opt.hot = atoi(v);
-		else if (ARG("--abort-pct"))
-			opt.abort_pct = atoi(v);
-		else if (ARG("--seed"))
-			opt.seed = strtoull(v, NULL, 0);
-		else if (ARG("--page-size"))
-			opt.page_size = (uint32_t)strtoul(v, NULL, 0);
-		else if (ARG("--cache"))
-			opt.cache = strtoul(v, NULL, 0);
-		else if (ARG("--seg-size"))
-			opt.seg_size = strtoull(v, NULL, 0);
-		else if (ARG("--ckpt-bytes"))
-			opt.ckpt_bytes = strtoull(v, NULL, 0);
-		else if (ARG("--timeout"))
-			opt.timeout = (unsigned)atoi(v);
-		else if (ARG("--dir"))
-			opt.dir = v;
-		else if (strcmp(a, "--keep") == 0)
-			opt.keep = 1;
-		else if (strcmp(a, "--checkpointer") == 0)
-			opt.checkpointer = 1;
-		else if (strcmp(a, "--verbose") == 0)
-			opt.verbose = 1;
-		else {
-			usage();
-			return strcmp(a, "--help") == 0 ? 0 : 2;
-		}
-	}
-	if (opt.threads < 1 || opt.threads > MAXT || opt.txns < 1 || opt.keys < 1 || opt.hot < 2 || opt.hot > MAXH ||
-	    opt.page_size > 16384) {
-		usage();
-		return 2;
-	}
-	if (!opt.dir) {
-		const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-		snprintf(dirbuf, sizeof dirbuf, "%s/tpfs-btmt-XXXXXX", tmp);
-		if (!mkdtemp(dirbuf)) {
-			perror("btree_mt: mkdtemp");
-			return 1;
-		}
-		strncat(dirbuf, "/s", sizeof dirbuf - strlen(dirbuf) - 1);
-		opt.dir = dirbuf;
-	}
-	signal(SIGALRM, on_alarm);
-	alarm(opt.timeout);
 	double t0 = now_s();
-	open_env(1);
-
-	/* the hot records, committed before the threads start */
 	tp_txn *t;
 	int rc;
 	unsigned char k[8], v[16] = {0};
+
+	memset(ths, 0, sizeof ths);
+	atomic_store(&workers_done, 0);
+	ckpts = 0;
+	open_env(1);
+
+	/* the hot records, committed before the threads start */
 	btm_init(&hotset, 0);
 	if ((rc = tp_begin(env, &t)) != 0)
 		die("tp_begin", rc);
@@ -801,13 +753,13 @@ int main(int argc, char **argv)
 		me->g = malloc(MAXV + 1);
 		if (!me->v || !me->g || pthread_create(&me->th, NULL, thread_main, me) != 0) {
 			fprintf(stderr, "btree_mt: cannot start thread %d\n", i);
-			return 1;
+			exit(1);
 		}
 	}
 	pthread_t ck;
 	if (opt.checkpointer && pthread_create(&ck, NULL, checkpointer_main, NULL) != 0) {
 		fprintf(stderr, "btree_mt: cannot start the checkpointer\n");
-		return 1;
+		exit(1);
 	}
 	for (int i = 0; i < opt.threads; i++)
 		pthread_join(ths[i].th, NULL);
@@ -849,18 +801,95 @@ int main(int argc, char **argv)
 		free(ths[i].g);
 	}
 	btm_free(&hotset);
-	if (!opt.keep && dirbuf[0]) {
-		char cmd[600];
-		char *slash = strrchr(dirbuf, '/');
-		*slash = 0;
-		snprintf(cmd, sizeof cmd, "rm -rf '%s'", dirbuf);
-		if (system(cmd) != 0)
-			fprintf(stderr, "btree_mt: could not remove %s\n", dirbuf);
-	}
-	printf("btree_mt: threads %d, commits %" PRIu64 ", aborts %" PRIu64 " (%" PRIu64 " on purpose), deadlock retries %" PRIu64
-	       ", scans %" PRIu64 " (%" PRIu64 " records, %" PRIu64 " starved scans given up), %" PRIu64
-	       " extra checkpoints, %.1f s%s\n",
-	       opt.threads, commits, aborts, vol, retries, scans, recs, gave_up, ckpts, now_s() - t0,
+	printf("btree_mt: seed %" PRIu64 ", threads %d, commits %" PRIu64 ", aborts %" PRIu64 " (%" PRIu64
+	       " on purpose), deadlock retries %" PRIu64 ", scans %" PRIu64 " (%" PRIu64 " records, %" PRIu64
+	       " starved scans given up), %" PRIu64 " extra checkpoints, %.1f s%s\n",
+	       opt.seed, opt.threads, commits, aborts, vol, retries, scans, recs, gave_up, ckpts, now_s() - t0,
 	       atomic_load(&failed) ? ", FAILED" : "");
+	fflush(stdout);
 	return atomic_load(&failed) ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	char dirbuf[256] = "", top[256] = "";
+	int rounds = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define ARG(s) (strcmp(a, s) == 0 && v && (i++, 1))
+		if (ARG("--threads"))
+			opt.threads = atoi(v);
+		else if (ARG("--txns"))
+			opt.txns = atoi(v);
+		else if (ARG("--keys"))
+			opt.keys = atoi(v);
+		else if (ARG("--hot"))
+			opt.hot = atoi(v);
+		else if (ARG("--abort-pct"))
+			opt.abort_pct = atoi(v);
+		else if (ARG("--seed"))
+			opt.seed = strtoull(v, NULL, 0);
+		else if (ARG("--rounds"))
+			rounds = atoi(v);
+		else if (ARG("--page-size"))
+			opt.page_size = (uint32_t)strtoul(v, NULL, 0);
+		else if (ARG("--cache"))
+			opt.cache = strtoul(v, NULL, 0);
+		else if (ARG("--seg-size"))
+			opt.seg_size = strtoull(v, NULL, 0);
+		else if (ARG("--ckpt-bytes"))
+			opt.ckpt_bytes = strtoull(v, NULL, 0);
+		else if (ARG("--timeout"))
+			opt.timeout = (unsigned)atoi(v);
+		else if (ARG("--dir"))
+			opt.dir = v;
+		else if (strcmp(a, "--keep") == 0)
+			opt.keep = 1;
+		else if (strcmp(a, "--checkpointer") == 0)
+			opt.checkpointer = 1;
+		else if (strcmp(a, "--verbose") == 0)
+			opt.verbose = 1;
+		else {
+			usage();
+			return strcmp(a, "--help") == 0 ? 0 : 2;
+		}
+	}
+	if (opt.threads < 1 || opt.threads > MAXT || opt.txns < 1 || opt.keys < 1 || opt.hot < 2 || opt.hot > MAXH ||
+	    opt.page_size > 16384 || rounds < 1) {
+		usage();
+		return 2;
+	}
+	if (!opt.dir) {
+		const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+		snprintf(top, sizeof top, "%s/tpfs-btmt-XXXXXX", tmp);
+		if (!mkdtemp(top)) {
+			perror("btree_mt: mkdtemp");
+			return 1;
+		}
+		snprintf(dirbuf, sizeof dirbuf, "%s/s", top);
+		opt.dir = dirbuf;
+	}
+	signal(SIGALRM, on_alarm);
+	alarm(opt.timeout);
+	int bad = 0;
+	uint64_t seed0 = opt.seed;
+	for (int r = 0; r < rounds && !bad; r++) {
+		char cmd[600];
+		opt.seed = seed0 + (uint64_t)r;
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", opt.dir);
+		if (r > 0 && system(cmd) != 0)
+			fprintf(stderr, "btree_mt: could not remove %s\n", opt.dir);
+		bad = run_round();
+	}
+	if (!opt.keep && top[0]) {
+		char cmd[600];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+		if (system(cmd) != 0)
+			fprintf(stderr, "btree_mt: could not remove %s\n", top);
+	}
+	if (bad)
+		fprintf(stderr, "btree_mt: FAILED in the round with seed %" PRIu64 " (rerun with --seed %" PRIu64
+				" --rounds 1 and the same options)\n",
+			opt.seed, opt.seed);
+	return bad;
 }

@@ -631,10 +631,10 @@ ParameterizedTestParameters(btree, random_ops)
 	rparam *v = cr_malloc(cap * sizeof *v);
 	for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
 		for (int u = 0; u < 2; u++)
-			v[n++] = (rparam){seeds[i], u, i % 2 ? 4096 : 1024, 0, 70};
+			v[n++] = (rparam){seeds[i], u, i % 2 ? 4096 : 1024, 0, 120};
 	/* unprotected trees */
 	for (int i = 0; i < 4; i++)
-		v[n++] = (rparam){100 + (uint64_t)i, i % 2, i < 2 ? 1024 : 4096, 1, 50};
+		v[n++] = (rparam){100 + (uint64_t)i, i % 2, i < 2 ? 1024 : 4096, 1, 80};
 	return cr_make_param_array(rparam, v, n, NULL);
 }
 
