@@ -57,6 +57,10 @@
  *       header for its own index and this store's uuid.
  *   L7  The first failed write or sync panics the log: nothing more is
  *       appended or flushed until the store is reopened.
+ *   L9  A full buffer is written without a sync (a commit or the WAL rule
+ *       syncs it later); an unsynced segment is synced before any later
+ *       segment is written, so L4's "valid after invalid means corruption"
+ *       still holds.
  *   L8  Ordinary records enter a segment only when a spare exists after it;
  *       so when the disk fills, an append fails cleanly (ENOSPC, nothing
  *       changed) and a spare segment is left for rollbacks (LOG_RESERVE).
@@ -111,6 +115,7 @@ struct log_mgr {
 	pthread_cond_t gcv;   /* a committer joined the group */
 	uint64_t flush_ns;    /* moving average of write+sync time */
 	int last_group;       /* committers covered by the last flush */
+	uint64_t unsynced;    /* 1 + a segment holding written, unsynced bytes (the flusher's) */
 	uint64_t written;     /* bytes below are in the files */
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
@@ -353,7 +358,7 @@ static void rec_decode(const unsigned char *p, log_rec *r, uint64_t *back)
 
 /* ---- appending ---- */
 
-static int flush_locked(log_mgr *lg, uint64_t lsn, int gather);
+static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync);
 
 /* Appends r at the end (mu held; a full buffer is flushed, which lets
  * other appenders in, so the position is computed after room is made). */
@@ -386,7 +391,7 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			lg->cap = ncap;
 			break;
 		}
-		if ((rc = flush_locked(lg, lg->last, 0)) != 0)
+		if ((rc = flush_locked(lg, lg->last, 0, 0)) != 0) /* spill: no sync */
 			return rc;
 	}
 	/* every check that can fail comes before the buffer changes (W6) */
@@ -458,11 +463,32 @@ uint64_t log_set_horizon(log_mgr *lg)
  * Each segment is synced before the next one is written, so a later
  * segment never holds records while an earlier one lost some: a valid
  * record after a bad one then always means corruption (see log_open). */
-static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t b)
+static int seg_sync(log_mgr *lg, uint64_t k)
+{
+	io_file *f;
+	pthread_mutex_lock(&lg->mu);
+	int rc = segf_get(lg, k, &f);
+	pthread_mutex_unlock(&lg->mu);
+	if (rc)
+		return util_err(rc, "log segment %" PRIu64 ": cannot open: %s", k, strerror(rc));
+	if ((rc = io_sync(f)) != 0)
+		return util_err(rc, "%s: log sync failed: %s", io_path(f), strerror(rc));
+	return 0;
+}
+
+static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t b, int sync)
 {
 	int rc = 0;
+	uint64_t last = b > a ? (b - 1) / lg->seg : 0;
 
-	for (uint64_t k = a / lg->seg; a < b && k <= (b - 1) / lg->seg; k++) {
+	/* bytes an earlier unsynced write left in a segment before this range
+	 * (or all of them, when nothing new is written) are synced first (L9) */
+	if (lg->unsynced && (a >= b || lg->unsynced - 1 < a / lg->seg)) {
+		if ((rc = seg_sync(lg, lg->unsynced - 1)) != 0)
+			return rc;
+		lg->unsynced = 0;
+	}
+	for (uint64_t k = a / lg->seg; a < b && k <= last; k++) {
 		uint64_t lo = a > k * lg->seg + LOG_SEG_HDR ? a : k * lg->seg + LOG_SEG_HDR;
 		uint64_t hi = b < (k + 1) * lg->seg ? b : (k + 1) * lg->seg;
 		io_file *f;
@@ -476,8 +502,14 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 		if ((rc = io_pwrite(f, p + (lo - a), hi - lo, lo - k * lg->seg)) != 0)
 			return util_err(rc, "%s: log write failed: %s", io_path(f), strerror(rc));
 		io_point("log.flush.written");
+		if (!sync && k == last) { /* a buffer spilled: synced by the next flush */
+			lg->unsynced = k + 1;
+			break;
+		}
 		if ((rc = io_sync(f)) != 0)
 			return util_err(rc, "%s: log sync failed: %s", io_path(f), strerror(rc));
+		if (lg->unsynced == k + 1)
+			lg->unsynced = 0;
 	}
 	return 0;
 }
@@ -517,15 +549,21 @@ void log_active(log_mgr *lg, int delta) { __atomic_add_fetch(&lg->active, delta,
 
 /* Group commit (mu held on entry and exit).  gather: a commit, which may
  * wait for others to join its flush. */
-static int flush_locked(log_mgr *lg, uint64_t lsn, int gather)
+static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 {
 	for (;;) {
 		if (lg->panic)
 			return util_err(TP_EPANIC, "log %s: an earlier write failed; reopen the store to recover",
 					lg->dir);
-		if (lg->durable > lsn || lg->durable >= lg->end)
+		if (sync && (lg->durable > lsn || lg->durable >= lg->end))
 			return 0;
+		if (!sync && lg->buf_lsn == lg->end)
+			return 0; /* the buffer is empty: room was made */
 		if (lg->flushing || lg->gathering) {
+			if (!sync) { /* another flusher takes the buffer: wait for it once */
+				pthread_cond_wait(&lg->cv, &lg->mu);
+				return 0;
+			}
 			lg->nwait++;
 			if (lg->gathering)
 				pthread_cond_signal(&lg->gcv);
@@ -550,10 +588,11 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather)
 		lg->flushing = 1;
 		pthread_mutex_unlock(&lg->mu);
 		uint64_t t0 = util_now_ns();
-		int rc = write_range(lg, b, a, e);
+		int rc = write_range(lg, b, a, e, sync);
 		uint64_t took = util_now_ns() - t0;
 		pthread_mutex_lock(&lg->mu);
-		lg->flush_ns = lg->flush_ns ? (7 * lg->flush_ns + took) / 8 : took;
+		if (sync)
+			lg->flush_ns = lg->flush_ns ? (7 * lg->flush_ns + took) / 8 : took;
 		lg->flushing = 0;
 		lg->st.flushes++;
 		if (rc) {
@@ -561,16 +600,21 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather)
 			pthread_cond_broadcast(&lg->cv);
 			return rc;
 		}
-		lg->written = lg->durable = e;
-		lg->st.syncs++;
+		lg->written = e;
+		if (sync) {
+			lg->durable = e;
+			lg->st.syncs++;
+		}
 		pthread_cond_broadcast(&lg->cv);
+		if (!sync)
+			return 0;
 	}
 }
 
 int log_flush(log_mgr *lg, uint64_t lsn)
 {
 	pthread_mutex_lock(&lg->mu);
-	int rc = flush_locked(lg, lsn, 0);
+	int rc = flush_locked(lg, lsn, 0, 1);
 	pthread_mutex_unlock(&lg->mu);
 	return rc;
 }
@@ -578,7 +622,7 @@ int log_flush(log_mgr *lg, uint64_t lsn)
 int log_commit_flush(log_mgr *lg, uint64_t lsn)
 {
 	pthread_mutex_lock(&lg->mu);
-	int rc = flush_locked(lg, lsn, 1);
+	int rc = flush_locked(lg, lsn, 1, 1);
 	pthread_mutex_unlock(&lg->mu);
 	return rc;
 }
