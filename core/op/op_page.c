@@ -7,7 +7,9 @@
  *   8 * (page_size - BUF_HDR); the first page of each group is its bitmap,
  *   bit i <-> page (first + i).  Bit 0 (the bitmap itself) always counts as
  *   allocated.  A bitmap page never written reads as zeros: all free.
- *   Allocation is first fit from group 0 (low pages stay dense).
+ *   Allocation is first fit from the lowest group that may have a free page
+ *   (txn_alloc_hint), so low pages stay dense and full groups are not
+ *   searched again on every allocation.
  *
  * Record payloads
  *   PAGE_SET    u16 off, u16 len, len bytes before-image, len bytes after
@@ -296,12 +298,13 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 	uint32_t bit;
 	int rc;
 
-	for (uint64_t grp = 0;; grp++) {
+	for (uint64_t grp = txn_alloc_hint(tm);; grp++) {
 		uint64_t bm = 1 + grp * g;
 		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
 			return rc;
 		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, &bit)) {
 			buf_put(bp, pg);
+			txn_alloc_full(tm, grp);
 			continue;
 		}
 		util_put32(arg, bit);

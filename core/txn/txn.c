@@ -65,8 +65,8 @@ struct txn {
 	int doomed;          /* a deadlock victim or timed out: may only abort */
 	int rolling_back;    /* in rollback: compensations go on even if doomed */
 	lock_owner *locks;   /* its locks, released at commit or abort */
-	uint64_t *freed;     /* T5: under tm->mu */
-	size_t nfreed, cfreed;
+	uint64_t *freed;     /* T5: under tm->mu; a set of pgno + 1 (0: empty slot) */
+	size_t nfreed, cfreed; /* cfreed: a power of two, at least twice nfreed */
 	txn *next, **pprev;  /* table links, under tm->mu */
 };
 
@@ -80,6 +80,7 @@ struct txn_mgr {
 	size_t n;
 	uint64_t commits, aborts;
 	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
+	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
 };
 
 int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
@@ -103,6 +104,8 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 static void txn_free(txn *t)
 {
 	txn_mgr *tm = t->tm;
+	if (t->nfreed || t->rolling_back) /* its pages may be free now */
+		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&tm->mu);
 	*t->pprev = t->next;
 	if (t->next)
@@ -428,20 +431,36 @@ int txn_commit(txn *t, int nosync)
 	return rc;
 }
 
+static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
+{
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull) & (cap - 1);
+	while (set[i] && set[i] != key)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
 int txn_note_free(txn *t, uint64_t pgno)
 {
 	pthread_mutex_lock(&t->tm->mu);
-	if (t->nfreed == t->cfreed) {
-		size_t nc = t->cfreed ? 2 * t->cfreed : 8;
-		uint64_t *n = realloc(t->freed, nc * sizeof *n);
+	if (2 * (t->nfreed + 1) > t->cfreed) {
+		size_t nc = t->cfreed ? 2 * t->cfreed : 16;
+		uint64_t *n = calloc(nc, sizeof *n);
 		if (!n) {
 			pthread_mutex_unlock(&t->tm->mu);
 			return ENOMEM;
 		}
+		for (size_t i = 0; i < t->cfreed; i++)
+			if (t->freed[i])
+				n[freed_slot(n, nc, t->freed[i])] = t->freed[i];
+		free(t->freed);
 		t->freed = n;
 		t->cfreed = nc;
 	}
-	t->freed[t->nfreed++] = pgno;
+	size_t i = freed_slot(t->freed, t->cfreed, pgno + 1);
+	if (!t->freed[i]) {
+		t->freed[i] = pgno + 1;
+		t->nfreed++;
+	}
 	pthread_mutex_unlock(&t->tm->mu);
 	return 0;
 }
@@ -451,6 +470,16 @@ void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor)
 	pthread_mutex_lock(&tm->mu);
 	tm->alloc_floor = floor;
 	pthread_mutex_unlock(&tm->mu);
+	__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
+}
+
+uint64_t txn_alloc_hint(txn_mgr *tm) { return __atomic_load_n(&tm->alloc_hint, __ATOMIC_RELAXED); }
+
+void txn_alloc_full(txn_mgr *tm, uint64_t group)
+{
+	uint64_t want = group;
+	/* only from the group the hint names: a reset to 0 meanwhile wins */
+	__atomic_compare_exchange_n(&tm->alloc_hint, &want, group + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 int txn_page_held(txn_mgr *tm, uint64_t pgno)
@@ -460,11 +489,8 @@ int txn_page_held(txn_mgr *tm, uint64_t pgno)
 	if (pgno < tm->alloc_floor)
 		held = 1;
 	for (txn *t = tm->head; t && !held; t = t->next)
-		for (size_t i = 0; i < t->nfreed; i++)
-			if (t->freed[i] == pgno) {
-				held = 1;
-				break;
-			}
+		if (t->nfreed && t->freed[freed_slot(t->freed, t->cfreed, pgno + 1)])
+			held = 1;
 	pthread_mutex_unlock(&tm->mu);
 	return held;
 }

@@ -71,6 +71,12 @@ int txn_note_free(txn *t, uint64_t pgno);
 int txn_page_held(txn_mgr *tm, uint64_t pgno);
 /* While set, no page below floor is reallocated (recovery's undo). */
 void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
+/* The allocation hint: groups of pages below it had no free page when last
+ * searched.  txn_alloc_full moves it past a group found full; it goes back
+ * to 0 whenever pages may have become free (a transaction that freed pages
+ * or rolled back ended, recovery finished). */
+uint64_t txn_alloc_hint(txn_mgr *tm);
+void txn_alloc_full(txn_mgr *tm, uint64_t group);
 
 /* Recovery and checkpoints */
 /* Re-creates a loser found by analysis, ready for txn_abort. */
