@@ -47,15 +47,17 @@ int fs_errno(int rc)
 	}
 }
 
-int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
+int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
 {
 	int rc = 0;
+	if (c && c->tx)
+		return fs_tx_run(f, c->tx, wr, fn, arg);
 	if (f->opt.readonly) { /* nothing changes: read without a transaction or locks */
 		fs_op op = {.f = f};
 		return fn(&op, arg);
 	}
 	for (int attempt = 0; attempt < 1000; attempt++) {
-		fs_op op = {.f = f};
+		fs_op op = {.f = f, .wr = wr};
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
 			return rc;
 		rc = fn(&op, arg);
@@ -70,21 +72,52 @@ int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg)
 	return rc;
 }
 
-/* ---- locks ---- */
+/* ---- locks (F2, F5) ---- */
 
-int fs_lock(fs_op *op, uint64_t ino, int mode)
+static int lock_named(fs_op *op, char kind, uint64_t ino, int mode)
 {
-	unsigned char name[9] = {'I'};
-	if (!op->t)
-		return 0; /* read-only mount */
+	unsigned char name[9] = {(unsigned char)kind};
 	fs_be64(name + 1, ino);
 	return tp_lock(op->t, name, sizeof name, mode);
 }
 
-int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode)
+int fs_lock(fs_op *op, uint64_t ino, int mode)
 {
-	uint64_t s[8];
-	int m = 0, rc;
+	int rc;
+	if (!op->t)
+		return 0; /* read-only mount */
+	if (op->tx)
+		return lock_named(op, 'U', ino, mode);
+	if (op->wr && (rc = lock_named(op, 'U', ino, mode)) != 0)
+		return rc;
+	return lock_named(op, 'I', ino, mode);
+}
+
+int fs_iunlock(fs_op *op, uint64_t ino)
+{
+	unsigned char name[9] = {'I'};
+	if (!op->t || op->tx)
+		return 0; /* members hold everything to the end */
+	fs_be64(name + 1, ino);
+	return tp_unlock(op->t, name, sizeof name);
+}
+
+int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int mode)
+{
+	unsigned char k[1 + 8 + FS_NAME_MAX] = {'N'};
+	int rc;
+	if (!op->t || (!op->tx && !op->wr))
+		return 0;
+	if ((rc = lock_named(op, 'U', parent, mode == TP_LOCK_X ? TP_LOCK_IX : TP_LOCK_IS)) != 0)
+		return rc;
+	fs_be64(k + 1, parent);
+	memcpy(k + 9, name, len);
+	return tp_lock(op->t, k, 9 + len, mode);
+}
+
+static int sort_inos(const uint64_t *v, int n, uint64_t *s)
+{
+	int m = 0;
 	for (int i = 0; i < n && m < 8; i++)
 		if (v[i])
 			s[m++] = v[i];
@@ -94,8 +127,27 @@ int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode)
 			s[j] = s[j - 1];
 			s[j - 1] = x;
 		}
+	return m;
+}
+
+int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode)
+{
+	uint64_t s[8];
+	int m = sort_inos(v, n, s), rc;
 	for (int i = 0; i < m; i++)
 		if ((i == 0 || s[i] != s[i - 1]) && (rc = fs_lock(op, s[i], mode)) != 0)
+			return rc;
+	return 0;
+}
+
+int fs_ilock_all(fs_op *op, const uint64_t *v, int n, int mode)
+{
+	uint64_t s[8];
+	int m = sort_inos(v, n, s), rc;
+	if (!op->t || op->tx)
+		return 0;
+	for (int i = 0; i < m; i++)
+		if ((i == 0 || s[i] != s[i - 1]) && (rc = lock_named(op, 'I', s[i], mode)) != 0)
 			return rc;
 	return 0;
 }
@@ -110,7 +162,7 @@ int fs_iget(fs_op *op, uint64_t ino, fs_inode *in)
 	size_t vl;
 	int rc;
 	fs_le64(k, ino);
-	if ((rc = tp_get(op->t, op->f->inodes, k, 8, v, sizeof v, &vl)) != 0)
+	if ((rc = fs_rget(op, WS_INODE, k, 8, v, sizeof v, &vl)) != 0)
 		return rc == TP_ENOTFOUND ? ENOENT : rc;
 	if (vl != FS_INODE_BYTES)
 		return TP_ECORRUPT;
@@ -134,6 +186,14 @@ int fs_iget(fs_op *op, uint64_t ino, fs_inode *in)
 	memcpy(&ns, v + 72, 4);
 	in->ctime = (struct timespec){.tv_sec = s, .tv_nsec = ns};
 	memcpy(&in->parent, v + 80, 8);
+	if (op->ws) { /* a directory's pending delta (fs_dir_touch) */
+		ws_delta d;
+		if (ws_get(op->ws, WS_DELTA, k, 8, &d, sizeof d, &vl) == 1 && vl == sizeof d) {
+			in->nlink = (uint32_t)((int64_t)in->nlink + d.nlink);
+			if (d.touched)
+				in->mtime = in->ctime = (struct timespec){.tv_sec = d.sec, .tv_nsec = d.nsec};
+		}
+	}
 	return 0;
 }
 
@@ -163,7 +223,41 @@ int fs_iput(fs_op *op, const fs_inode *in)
 	memcpy(v + 64, &s, 8);
 	memcpy(v + 72, &ns, 4);
 	memcpy(v + 80, &in->parent, 8);
-	return tp_put(op->t, op->f->inodes, k, 8, v, sizeof v, 0);
+	if (op->ws) { /* the record now includes any pending delta */
+		ws_delta d;
+		size_t vl;
+		int rc = ws_get(op->ws, WS_DELTA, k, 8, &d, sizeof d, &vl);
+		if (rc == 1 && (d.nlink || d.touched)) {
+			memset(&d, 0, sizeof d);
+			if ((rc = ws_put(op->ws, WS_DELTA, k, 8, &d, sizeof d)) != 0)
+				return rc;
+		} else if (rc > 0) {
+			return rc;
+		}
+	}
+	return fs_rput(op, WS_INODE, k, 8, v, sizeof v);
+}
+
+int fs_dir_touch(fs_op *op, fs_inode *dir, int dnlink, const struct timespec *now)
+{
+	dir->nlink = (uint32_t)((int64_t)dir->nlink + dnlink);
+	dir->mtime = dir->ctime = *now;
+	if (!op->ws)
+		return fs_iput(op, dir);
+	unsigned char k[8];
+	ws_delta d = {0};
+	size_t vl;
+	fs_le64(k, dir->ino);
+	int rc = ws_get(op->ws, WS_DELTA, k, 8, &d, sizeof d, &vl);
+	if (rc > 1 || (rc == 1 && vl != sizeof d))
+		return rc > 1 ? rc : TP_ECORRUPT;
+	if (rc != 1)
+		memset(&d, 0, sizeof d);
+	d.nlink += dnlink;
+	d.sec = now->tv_sec;
+	d.nsec = (uint32_t)now->tv_nsec;
+	d.touched = 1;
+	return ws_put(op->ws, WS_DELTA, k, 8, &d, sizeof d);
 }
 
 void fs_iattr(const fs *f, const fs_inode *in, fs_attr *a)
@@ -200,9 +294,9 @@ int fs_ifree(fs_op *op, uint64_t ino)
 	if ((rc = fs_data_drop_all(op, &in)) != 0 || (rc = fs_xattr_drop_all(op, ino)) != 0)
 		return rc;
 	fs_le64(k, ino);
-	if ((rc = tp_del(op->t, op->f->inodes, k, 8)) != 0)
+	if ((rc = fs_rdel(op, WS_INODE, k, 8)) != 0)
 		return rc;
-	rc = tp_del(op->t, op->f->orphans, k, 8);
+	rc = fs_rdel(op, WS_ORPHAN, k, 8);
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
@@ -265,7 +359,7 @@ static void maybe_reclaim(fs *f, uint64_t ino)
 	fs_le64(k, ino);
 	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
-	int rc = fs_run(f, reclaim_fn, &ino);
+	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &ino);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
 			ino, tp_strerror(rc), tp_errmsg());
@@ -351,6 +445,8 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	if (!f->opt.commit_ms)
 		f->opt.commit_ms = 1000;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_mutex_init(&f->txmu, NULL);
+	f->next_txid = 1;
 	f->store = strdup(store);
 	tp_options_init(&to);
 	if (f->opt.cache_pages) {
@@ -398,7 +494,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 			rc = TP_EBADSTORE;
 			goto err;
 		}
-		if ((rc = fs_run(f, mkroot_fn, NULL)) != 0 || (rc = tp_sync(f->env)) != 0)
+		if ((rc = fs_run(f, NULL, FS_WR, mkroot_fn, NULL)) != 0 || (rc = tp_sync(f->env)) != 0)
 			goto err;
 	} else {
 		goto err;
@@ -421,7 +517,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 			c = NULL;
 			if (rc == TP_ENOTFOUND)
 				break;
-			if (rc || (rc = fs_run(f, orphan_fn, &ino)) != 0)
+			if (rc || (rc = fs_run(f, NULL, FS_WR, orphan_fn, &ino)) != 0)
 				goto err;
 			f->orphans_reclaimed++;
 		}
@@ -453,6 +549,7 @@ err:
 
 int fs_unmount(fs *f)
 {
+	fs_tx_abort_all(f, "the file system was unmounted");
 	tp_tree_close(f->inodes);
 	tp_tree_close(f->dirents);
 	tp_tree_close(f->data);
@@ -468,6 +565,7 @@ int fs_unmount(fs *f)
 			free(r);
 		}
 	pthread_mutex_destroy(&f->mu);
+	pthread_mutex_destroy(&f->txmu);
 	free(f->store);
 	free(f);
 	return fs_errno(rc);
@@ -494,10 +592,10 @@ static int getattr_fn(fs_op *op, void *arg)
 	return 0;
 }
 
-int fs_getattr(fs *f, uint64_t ino, fs_attr *out)
+int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out)
 {
 	getattr_arg a = {ino, out};
-	return fs_errno(fs_run(f, getattr_fn, &a));
+	return fs_errno(fs_run(f, c, FS_RD, getattr_fn, &a));
 }
 
 /* ---- the file system ---- */

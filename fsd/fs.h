@@ -36,6 +36,7 @@
 #include <time.h>
 
 typedef struct fs fs;
+typedef struct fs_tx fs_tx; /* a user transaction (fs_tx.c) */
 
 #define FS_ROOT_INO 1
 #define FS_NAME_MAX 255
@@ -55,6 +56,7 @@ typedef struct fs_caller {
 	gid_t gid;
 	pid_t pid;
 	mode_t umask;
+	fs_tx *tx;      /* the caller's user transaction, or NULL */
 } fs_caller;
 
 typedef struct fs_attr {
@@ -103,7 +105,7 @@ int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name);
 /* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (linux/fs.h values) */
 int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint64_t newparent, const char *newname,
 	      unsigned flags);
-int fs_readlink(fs *f, uint64_t ino, char *buf, size_t size, size_t *len);
+int fs_readlink(fs *f, const fs_caller *c, uint64_t ino, char *buf, size_t size, size_t *len);
 
 /* Directories: calls fill for each entry after offset off, in order, until it
  * returns nonzero (buffer full).  next_off resumes after that entry.
@@ -111,30 +113,30 @@ int fs_readlink(fs *f, uint64_t ino, char *buf, size_t size, size_t *len);
  * (it lost a deadlock), fill is called again from off: the caller must be
  * able to start its reply over. */
 typedef int (*fs_fill_fn)(void *ctx, const char *name, const fs_attr *attr, uint64_t next_off);
-int fs_readdir(fs *f, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx);
+int fs_readdir(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx);
 
 /* Attributes */
-int fs_getattr(fs *f, uint64_t ino, fs_attr *out);
+int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out);
 int fs_setattr(fs *f, const fs_caller *c, uint64_t ino, const fs_attr *in, unsigned to_set, fs_attr *out);
 
 /* Data */
-int fs_read(fs *f, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got);
+int fs_read(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got);
 int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE */
-int fs_fallocate(fs *f, uint64_t ino, int mode, uint64_t off, uint64_t len);
+int fs_fallocate(fs *f, const fs_caller *c, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* SEEK_DATA / SEEK_HOLE */
-int fs_lseek(fs *f, uint64_t ino, uint64_t off, int whence, uint64_t *out);
+int fs_lseek(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int whence, uint64_t *out);
 
 /* Extended attributes: XATTR_CREATE / XATTR_REPLACE flags.
  * security.capability is not supported (file capabilities would need
  * killpriv handling the kernel cannot negotiate with libfuse 3.14): it is
  * never present, answered without a transaction, since the kernel asks for
  * it before every write. */
-int fs_setxattr(fs *f, uint64_t ino, const char *name, const void *val, size_t size, int flags);
+int fs_setxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, const void *val, size_t size, int flags);
 /* size 0: *len gets the size only. -ERANGE if size is too small. */
-int fs_getxattr(fs *f, uint64_t ino, const char *name, void *val, size_t size, size_t *len);
-int fs_listxattr(fs *f, uint64_t ino, char *list, size_t size, size_t *len);
-int fs_removexattr(fs *f, uint64_t ino, const char *name);
+int fs_getxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, void *val, size_t size, size_t *len);
+int fs_listxattr(fs *f, const fs_caller *c, uint64_t ino, char *list, size_t size, size_t *len);
+int fs_removexattr(fs *f, const fs_caller *c, uint64_t ino, const char *name);
 
 /* Lifetime: the kernel's references (lookup counts) and open files decide
  * when an unlinked inode is reclaimed. */
@@ -148,6 +150,54 @@ typedef struct fs_statfs {
 	uint64_t bsize, blocks, bfree, files, ffree, namemax;
 } fs_statfs;
 int fs_stat_fs(fs *f, fs_statfs *out);
+
+/* User transactions (fs_tx.c): a transaction's members see its changes,
+ * kept in a private write set until commit applies them as one engine
+ * transaction; everyone else sees the committed store.  The daemon binds
+ * processes (fsd_tx.c); the fs layer knows a transaction by its bound pid
+ * and that process's start time (pid reuse), and every fs_* call of a
+ * member carries the transaction in its caller (fs_caller.tx).
+ *
+ * A transaction ends in commit, abort, or doom (deadlock victim, killed):
+ * a doomed one has released everything, and its members' calls fail with
+ * EDEADLK (or ECONNABORTED) until fs_tx_end.  Handles are counted: every
+ * fs_tx_* that returns one took a reference for fs_tx_put. */
+enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
+/* What the kernel's caches must drop when a transaction ends, and after a
+ * member's change (fsd): an inode (its attributes and pages), or the entry
+ * name in directory parent (name != NULL). */
+typedef void (*fs_notify_fn)(void *ctx, uint64_t ino, const char *name, size_t len);
+void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx);
+/* Begins a transaction bound to process pid (start: its start time). */
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out);
+/* The open transaction bound to (pid, start), or by id; NULL if none. */
+fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start);
+fs_tx *fs_tx_by_id(fs *f, uint64_t id);
+void fs_tx_put(fs_tx *tx);
+/* Open transactions right now (a hint, without a lock: 0 costs nothing). */
+int fs_tx_count(const fs *f);
+uint64_t fs_tx_gen(fs *f);
+uint64_t fs_tx_id(const fs_tx *tx);
+uid_t fs_tx_uid(const fs_tx *tx);
+pid_t fs_tx_pid(const fs_tx *tx);
+int fs_tx_state(fs_tx *tx);
+/* Commits: 0 when every change is applied and durable; else a negative
+ * errno (EDEADLK: it was a deadlock victim; ECONNABORTED: it was aborted;
+ * ENOSPC, EIO) and nothing was applied.  msg says what happened.  Either
+ * way the transaction is over. */
+int fs_tx_commit(fs_tx *tx, char *msg, size_t size);
+/* Aborts (why: an errno that its members' calls get from now on, and
+ * reason) and, if end, forgets it.  Without end the transaction stays
+ * doomed, bound, until its owner commits or aborts it. */
+void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end);
+/* A member process seen in a request (for txstatus). */
+void fs_tx_member(fs_tx *tx, pid_t pid);
+/* Reports: one transaction (only != NULL) or every one uid may see
+ * (uid 0: all), as text or JSON; and how recent ones ended. */
+int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);
+void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size);
+/* Aborts every open transaction (unmount). */
+void fs_tx_abort_all(fs *f, const char *reason);
 
 /* Counters for `tpfs stat`: operations served, engine statistics. */
 typedef struct fs_counters {

@@ -39,7 +39,7 @@ static int block_read(fs_op *op, uint64_t ino, uint64_t b, unsigned char *buf, s
 	unsigned char k[16];
 	size_t vl = 0;
 	bkey(k, ino, b);
-	int rc = tp_get(op->t, op->f->data, k, 16, buf, op->f->bsize, &vl);
+	int rc = fs_rget(op, WS_DATA, k, 16, buf, op->f->bsize, &vl);
 	if (rc == TP_ENOTFOUND) {
 		*exists = 0;
 		vl = 0;
@@ -62,7 +62,7 @@ static int block_write(fs_op *op, fs_inode *in, uint64_t b, const void *buf, siz
 	int rc;
 	bkey(k, in->ino, b);
 	if (!known_exists) {
-		rc = tp_put(op->t, op->f->data, k, 16, buf, len, TP_NOOVERWRITE);
+		rc = fs_rins(op, WS_DATA, k, 16, buf, len);
 		if (rc == 0) {
 			in->blocks++;
 			return 0;
@@ -70,14 +70,14 @@ static int block_write(fs_op *op, fs_inode *in, uint64_t b, const void *buf, siz
 		if (rc != EEXIST)
 			return rc;
 	}
-	return tp_put(op->t, op->f->data, k, 16, buf, len, 0);
+	return fs_rput(op, WS_DATA, k, 16, buf, len);
 }
 
 static int block_delete(fs_op *op, fs_inode *in, uint64_t b)
 {
 	unsigned char k[16];
 	bkey(k, in->ino, b);
-	int rc = tp_del(op->t, op->f->data, k, 16);
+	int rc = fs_rdel(op, WS_DATA, k, 16);
 	if (rc == 0 && in->blocks)
 		in->blocks--;
 	return rc == TP_ENOTFOUND ? 0 : rc;
@@ -145,21 +145,21 @@ int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *src, size_t s
 static int drop_from(fs_op *op, fs_inode *in, uint64_t from)
 {
 	unsigned char k[16];
-	tp_cursor *c;
+	fs_cur *c;
 	int rc;
 	bkey(k, in->ino, from);
-	if ((rc = tp_cursor_open(op->t, op->f->data, &c)) != 0)
+	if ((rc = fs_cur_open(op, WS_DATA, &c)) != 0)
 		return rc;
-	for (rc = tp_cursor_seek(c, k, 16, TP_SEEK_GE); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = fs_cur_seek(c, k, 16); rc == 0; rc = fs_cur_next(c)) {
 		const unsigned char *key;
 		size_t kl;
-		tp_cursor_get(c, (const void **)&key, &kl, NULL, NULL);
+		fs_cur_get(c, (const void **)&key, &kl, NULL, NULL);
 		if (kl != 16 || memcmp(key, k, 8) != 0)
 			break;
 		if ((rc = block_delete(op, in, fs_getbe64(key + 8))) != 0)
 			break;
 	}
-	tp_cursor_close(c);
+	fs_cur_close(c);
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
@@ -213,10 +213,10 @@ static int read_fn(fs_op *op, void *arg)
 	return fs_data_get(op, &in, a->off, a->size, a->out, &a->done);
 }
 
-int fs_read(fs *f, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got)
+int fs_read(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got)
 {
 	io_arg a = {.ino = ino, .off = off, .size = size, .out = buf};
-	int rc = fs_errno(fs_run(f, read_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_RD, read_fn, &a));
 	*got = rc ? 0 : a.done;
 	return rc;
 }
@@ -250,7 +250,7 @@ int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *
 	*done = 0;
 	if (f->opt.readonly)
 		return -EROFS;
-	int rc = fs_errno(fs_run(f, write_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_WR, write_fn, &a));
 	if (!rc)
 		*done = a.done;
 	return rc;
@@ -323,7 +323,7 @@ static int setattr_fn(fs_op *op, void *arg)
 int fs_setattr(fs *f, const fs_caller *c, uint64_t ino, const fs_attr *in, unsigned to_set, fs_attr *out)
 {
 	setattr_arg a = {.c = c, .ino = ino, .in = in, .set = to_set, .out = out};
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, setattr_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, setattr_fn, &a));
 }
 
 /* ---- fallocate and lseek ---- */
@@ -389,7 +389,7 @@ static int fallocate_fn(fs_op *op, void *arg)
 	return fs_iput(op, &in);
 }
 
-int fs_fallocate(fs *f, uint64_t ino, int mode, uint64_t off, uint64_t len)
+int fs_fallocate(fs *f, const fs_caller *c, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	range_arg a = {.ino = ino, .off = off, .len = len, .mode = mode};
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
@@ -398,7 +398,7 @@ int fs_fallocate(fs *f, uint64_t ino, int mode, uint64_t off, uint64_t len)
 		return -EOPNOTSUPP;
 	if (len == 0)
 		return -EINVAL;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, fallocate_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, fallocate_fn, &a));
 }
 
 static int lseek_fn(fs_op *op, void *arg)
@@ -406,28 +406,28 @@ static int lseek_fn(fs_op *op, void *arg)
 	range_arg *a = arg;
 	size_t bs = op->f->bsize;
 	fs_inode in;
-	tp_cursor *c;
+	fs_cur *c;
 	unsigned char k[16];
 	int rc;
 	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (a->off >= in.size)
 		return ENXIO;
-	if ((rc = tp_cursor_open(op->t, op->f->data, &c)) != 0)
+	if ((rc = fs_cur_open(op, WS_DATA, &c)) != 0)
 		return rc;
 	uint64_t b = a->off / bs;
 	bkey(k, a->ino, b);
-	rc = tp_cursor_seek(c, k, 16, TP_SEEK_GE);
+	rc = fs_cur_seek(c, k, 16);
 	if (a->mode == SEEK_DATA) {
 		uint64_t found = UINT64_MAX;
 		if (rc == 0) {
 			const unsigned char *key;
 			size_t kl;
-			tp_cursor_get(c, (const void **)&key, &kl, NULL, NULL);
+			fs_cur_get(c, (const void **)&key, &kl, NULL, NULL);
 			if (kl == 16 && memcmp(key, k, 8) == 0)
 				found = fs_getbe64(key + 8) * bs;
 		}
-		tp_cursor_close(c);
+		fs_cur_close(c);
 		if (rc && rc != TP_ENOTFOUND)
 			return rc;
 		if (found == UINT64_MAX || found >= in.size)
@@ -440,15 +440,15 @@ static int lseek_fn(fs_op *op, void *arg)
 	while (rc == 0) {
 		const unsigned char *key;
 		size_t kl;
-		tp_cursor_get(c, (const void **)&key, &kl, NULL, NULL);
+		fs_cur_get(c, (const void **)&key, &kl, NULL, NULL);
 		if (kl != 16 || memcmp(key, k, 8) != 0 || fs_getbe64(key + 8) != expect)
 			break;
 		expect++;
 		if (expect * bs >= in.size)
 			break;
-		rc = tp_cursor_next(c);
+		rc = fs_cur_next(c);
 	}
-	tp_cursor_close(c);
+	fs_cur_close(c);
 	if (rc && rc != TP_ENOTFOUND)
 		return rc;
 	uint64_t hole = expect * bs;
@@ -458,12 +458,12 @@ static int lseek_fn(fs_op *op, void *arg)
 	return 0;
 }
 
-int fs_lseek(fs *f, uint64_t ino, uint64_t off, int whence, uint64_t *out)
+int fs_lseek(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int whence, uint64_t *out)
 {
 	range_arg a = {.ino = ino, .off = off, .mode = whence};
 	if (whence != SEEK_DATA && whence != SEEK_HOLE)
 		return -EINVAL;
-	int rc = fs_errno(fs_run(f, lseek_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_RD, lseek_fn, &a));
 	if (!rc)
 		*out = a.result;
 	return rc;

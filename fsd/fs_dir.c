@@ -66,7 +66,7 @@ static int dir_get(fs_op *op, uint64_t parent, const char *name, size_t len, uin
 {
 	unsigned char k[DKEY_MAX], v[9];
 	size_t vl;
-	int rc = tp_get(op->t, op->f->dirents, k, dkey(k, parent, name, len), v, sizeof v, &vl);
+	int rc = fs_rget(op, WS_DIRENT, k, dkey(k, parent, name, len), v, sizeof v, &vl);
 	if (rc)
 		return rc == TP_ENOTFOUND ? ENOENT : rc;
 	if (vl != 9)
@@ -82,46 +82,46 @@ static int dir_put(fs_op *op, uint64_t parent, const char *name, size_t len, uin
 	unsigned char k[DKEY_MAX], v[9];
 	memcpy(v, &ino, 8);
 	v[8] = (unsigned char)dtype(mode);
-	return tp_put(op->t, op->f->dirents, k, dkey(k, parent, name, len), v, 9, 0);
+	return fs_rput(op, WS_DIRENT, k, dkey(k, parent, name, len), v, 9);
 }
 
 static int dir_del(fs_op *op, uint64_t parent, const char *name, size_t len)
 {
 	unsigned char k[DKEY_MAX];
-	return tp_del(op->t, op->f->dirents, k, dkey(k, parent, name, len));
+	return fs_rdel(op, WS_DIRENT, k, dkey(k, parent, name, len));
 }
 
 /* Does directory ino have any entry? */
 static int dir_empty(fs_op *op, uint64_t ino, int *empty)
 {
 	unsigned char k[8];
-	tp_cursor *c;
+	fs_cur *c;
 	int rc;
 	fs_be64(k, ino);
-	if ((rc = tp_cursor_open(op->t, op->f->dirents, &c)) != 0)
+	if ((rc = fs_cur_open(op, WS_DIRENT, &c)) != 0)
 		return rc;
-	rc = tp_cursor_seek(c, k, 8, TP_SEEK_GE);
+	rc = fs_cur_seek(c, k, 8);
 	*empty = 1;
 	if (rc == 0) {
 		const void *key;
 		size_t kl;
-		tp_cursor_get(c, &key, &kl, NULL, NULL);
+		fs_cur_get(c, &key, &kl, NULL, NULL);
 		*empty = !(kl >= 8 && memcmp(key, k, 8) == 0);
 	} else if (rc == TP_ENOTFOUND) {
 		rc = 0;
 	}
-	tp_cursor_close(c);
+	fs_cur_close(c);
 	return rc;
 }
 
-/* Locks directory parent (X) and the inode its entry name names (X, in
- * ascending order, F2); *child is 0 if there is no such entry. */
+/* Locks the entry (parent, name) and directory parent (X) and the inode the
+ * entry names (X, in ascending order, F2); *child is 0 if there is no such
+ * entry. */
 static int lock_entry(fs_op *op, uint64_t parent, const char *name, size_t len, uint64_t *child)
 {
-	unsigned char pk[9] = {'I'};
 	int rc;
-	fs_be64(pk + 1, parent);
-	if ((rc = fs_lock(op, parent, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock_name(op, parent, name, len, TP_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, &parent, 1, TP_LOCK_X)) != 0)
 		return rc;
 	for (int tries = 0; tries < 100; tries++) {
 		uint64_t c;
@@ -132,14 +132,14 @@ static int lock_entry(fs_op *op, uint64_t parent, const char *name, size_t len, 
 		}
 		if (rc)
 			return rc;
-		if (c == *child || c > parent) {
+		if (c == *child || c > parent || op->tx) {
 			*child = c;
-			return c > parent ? fs_lock(op, c, TP_LOCK_X) : 0;
+			return fs_lock(op, c, TP_LOCK_X); /* held already when c == *child */
 		}
 		/* below the parent: take both in order, then look again */
-		(void)tp_unlock(op->t, pk, sizeof pk);
+		(void)fs_iunlock(op, parent);
 		uint64_t both[2] = {c, parent};
-		if ((rc = fs_lock_all(op, both, 2, TP_LOCK_X)) != 0)
+		if ((rc = fs_ilock_all(op, both, 2, TP_LOCK_X)) != 0)
 			return rc;
 		*child = c;
 	}
@@ -166,7 +166,8 @@ static int lookup_fn(fs_op *op, void *arg)
 	fs_inode p, in;
 	uint64_t ino;
 	int rc;
-	if ((rc = fs_lock(op, a->parent, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_S)) != 0 ||
+	    (rc = fs_ilock_all(op, &a->parent, 1, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
 		return rc;
 	if (!S_ISDIR(p.mode))
 		return ENOTDIR;
@@ -174,8 +175,9 @@ static int lookup_fn(fs_op *op, void *arg)
 		return rc;
 	/* a consistent read of the child: locked after its directory only when
 	 * that keeps the order; otherwise the entry's inode is read unlocked,
-	 * which the engine's latches keep physically consistent */
-	if (ino > a->parent && (rc = fs_lock(op, ino, TP_LOCK_S)) != 0)
+	 * which the engine's latches keep physically consistent.  A member
+	 * always locks it: what it read must not change before it commits. */
+	if ((ino > a->parent || op->tx) && (rc = fs_lock(op, ino, TP_LOCK_S)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, ino, &in)) != 0)
 		return rc == ENOENT ? TP_ECORRUPT : rc;
@@ -188,7 +190,7 @@ int fs_lookup(fs *f, const fs_caller *c, uint64_t parent, const char *name, fs_a
 {
 	name_arg a = {.c = c, .parent = parent, .name = name, .out = out};
 	int rc = check_name(name, &a.len);
-	return rc ? -rc : fs_errno(fs_run(f, lookup_fn, &a));
+	return rc ? -rc : fs_errno(fs_run(f, c, FS_RD, lookup_fn, &a));
 }
 
 /* ---- create ---- */
@@ -199,7 +201,8 @@ static int create_fn(fs_op *op, void *arg)
 	fs_inode p, in = {0};
 	uint64_t dummy;
 	int rc;
-	if ((rc = fs_lock(op, a->parent, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, &a->parent, 1, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
 		return rc;
 	if (!S_ISDIR(p.mode))
 		return ENOTDIR;
@@ -234,10 +237,7 @@ static int create_fn(fs_op *op, void *arg)
 	}
 	if ((rc = fs_iput(op, &in)) != 0 || (rc = dir_put(op, a->parent, a->name, a->len, in.ino, in.mode)) != 0)
 		return rc;
-	if (S_ISDIR(a->mode))
-		p.nlink++;
-	p.mtime = p.ctime = in.ctime;
-	if ((rc = fs_iput(op, &p)) != 0)
+	if ((rc = fs_dir_touch(op, &p, S_ISDIR(a->mode) ? 1 : 0, &in.ctime)) != 0)
 		return rc;
 	fs_iattr(op->f, &in, a->out);
 	fs_ref(op->f, in.ino, 1);
@@ -254,7 +254,7 @@ static int create(fs *f, const fs_caller *c, uint64_t parent, const char *name, 
 	if (f->opt.readonly)
 		return -EROFS;
 	a.ino = fs_new_ino(f);
-	return fs_errno(fs_run(f, create_fn, &a));
+	return fs_errno(fs_run(f, c, FS_WR, create_fn, &a));
 }
 
 int fs_mknod(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev, fs_attr *out)
@@ -294,7 +294,8 @@ static int link_fn(fs_op *op, void *arg)
 	fs_inode p, in;
 	uint64_t both[2] = {a->ino, a->parent}, dummy;
 	int rc;
-	if ((rc = fs_lock_all(op, both, 2, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, both, 2, TP_LOCK_X)) != 0 || (rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, a->parent, &p)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
@@ -316,8 +317,7 @@ static int link_fn(fs_op *op, void *arg)
 		return rc;
 	in.nlink++;
 	fs_now(&in.ctime);
-	p.mtime = p.ctime = in.ctime;
-	if ((rc = fs_iput(op, &in)) != 0 || (rc = fs_iput(op, &p)) != 0)
+	if ((rc = fs_iput(op, &in)) != 0 || (rc = fs_dir_touch(op, &p, 0, &in.ctime)) != 0)
 		return rc;
 	fs_iattr(op->f, &in, a->out);
 	fs_ref(op->f, in.ino, 1);
@@ -330,7 +330,7 @@ int fs_link(fs *f, const fs_caller *c, uint64_t ino, uint64_t newparent, const c
 	int rc = check_name(newname, &a.len);
 	if (rc)
 		return -rc;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, link_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, link_fn, &a));
 }
 
 /* ---- unlink, rmdir ---- */
@@ -349,7 +349,7 @@ static int drop_link(fs_op *op, fs_inode *in, const struct timespec *now)
 	if (!fs_is_referenced(op->f, in->ino))
 		return fs_ifree(op, in->ino);
 	fs_le64(k, in->ino);
-	int rc = tp_put(op->t, op->f->orphans, k, 8, "", 0, 0);
+	int rc = fs_rput(op, WS_ORPHAN, k, 8, "", 0);
 	return rc ? rc : fs_iput(op, in);
 }
 
@@ -385,10 +385,7 @@ static int remove_fn(fs_op *op, void *arg)
 	if ((rc = dir_del(op, a->parent, a->name, a->len)) != 0)
 		return rc;
 	fs_now(&now);
-	if (dir)
-		p.nlink--;
-	p.mtime = p.ctime = now;
-	if ((rc = fs_iput(op, &p)) != 0)
+	if ((rc = fs_dir_touch(op, &p, dir ? -1 : 0, &now)) != 0)
 		return rc;
 	return drop_link(op, &in, &now);
 }
@@ -399,7 +396,7 @@ int fs_unlink(fs *f, const fs_caller *c, uint64_t parent, const char *name)
 	int rc = check_name(name, &a.len);
 	if (rc)
 		return -rc;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, remove_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
 }
 
 int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name)
@@ -412,7 +409,7 @@ int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name)
 		return -EINVAL;
 	if (!strcmp(name, ".."))
 		return -ENOTEMPTY;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, remove_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
 }
 
 /* ---- rename ---- */
@@ -455,13 +452,16 @@ static int rename_fn(fs_op *op, void *arg)
 
 	if (a->p1 != a->p2 && (rc = tp_lock(op->t, rlock, sizeof rlock - 1, TP_LOCK_X)) != 0)
 		return rc;
+	if ((rc = fs_lock_name(op, a->p1, a->n1, a->l1, TP_LOCK_X)) != 0 ||
+	    (rc = fs_lock_name(op, a->p2, a->n2, a->l2, TP_LOCK_X)) != 0)
+		return rc;
 	/* lock the parents, learn the children, lock all four in order (F2) */
 	for (int tries = 0;; tries++) {
-		uint64_t v[4] = {a->p1, a->p2, i1, i2};
+		uint64_t v[4] = {a->p1, a->p2, i1, i2}, kids[2] = {i1, i2};
 		uint64_t n1 = 0, n2 = 0;
 		if (tries > 100)
 			return EAGAIN;
-		if ((rc = fs_lock_all(op, v, 4, TP_LOCK_X)) != 0)
+		if ((rc = fs_ilock_all(op, v, 4, TP_LOCK_X)) != 0 || (rc = fs_lock_all(op, kids, 2, TP_LOCK_X)) != 0)
 			return rc;
 		rc = dir_get(op, a->p1, a->n1, a->l1, &n1, NULL);
 		if (rc)
@@ -476,6 +476,7 @@ static int rename_fn(fs_op *op, void *arg)
 	}
 	if ((rc = fs_iget(op, a->p1, &p1)) != 0 || (rc = fs_iget(op, a->p2, &p2)) != 0)
 		return rc;
+	uint32_t o1 = p1.nlink, o2 = p2.nlink;
 	if (!S_ISDIR(p1.mode) || !S_ISDIR(p2.mode))
 		return ENOTDIR;
 	if (p2.nlink == 0)
@@ -558,16 +559,17 @@ static int rename_fn(fs_op *op, void *arg)
 		}
 	}
 	c1.ctime = now;
-	p1.mtime = p1.ctime = p2.mtime = p2.ctime = now;
 	if ((rc = fs_iput(op, &c1)) != 0)
 		return rc;
-	if (a->p1 == a->p2) {
-		p1.nlink = p2.nlink;
-		return fs_iput(op, &p2);
-	}
-	if ((rc = fs_iput(op, &p1)) != 0)
+	/* the parents' link counts change by deltas (fs_dir_touch) */
+	int d1 = (int)((int64_t)p1.nlink - o1), d2 = (int)((int64_t)p2.nlink - o2);
+	p1.nlink = o1;
+	p2.nlink = o2;
+	if (a->p1 == a->p2)
+		return fs_dir_touch(op, &p2, d2, &now);
+	if ((rc = fs_dir_touch(op, &p1, d1, &now)) != 0)
 		return rc;
-	return fs_iput(op, &p2);
+	return fs_dir_touch(op, &p2, d2, &now);
 }
 
 int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint64_t newparent, const char *newname,
@@ -575,7 +577,6 @@ int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint
 {
 	rename_arg a = {.p1 = parent, .p2 = newparent, .n1 = name, .n2 = newname, .flags = flags};
 	int rc;
-	(void)c;
 	if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
 	    ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)))
 		return -EINVAL;
@@ -583,7 +584,7 @@ int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint
 		return -rc;
 	if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(newname, ".") || !strcmp(newname, ".."))
 		return -EBUSY;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, rename_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, rename_fn, &a));
 }
 
 /* ---- readlink ---- */
@@ -611,10 +612,10 @@ static int readlink_fn(fs_op *op, void *arg)
 	return 0;
 }
 
-int fs_readlink(fs *f, uint64_t ino, char *buf, size_t size, size_t *len)
+int fs_readlink(fs *f, const fs_caller *c, uint64_t ino, char *buf, size_t size, size_t *len)
 {
 	readlink_arg a = {.ino = ino, .buf = buf, .size = size};
-	int rc = fs_errno(fs_run(f, readlink_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_RD, readlink_fn, &a));
 	if (!rc)
 		*len = a.len;
 	return rc;
@@ -651,7 +652,7 @@ static int readdir_fn(fs_op *op, void *arg)
 	readdir_arg *a = arg;
 	fs_inode d;
 	fs_attr at;
-	tp_cursor *c = NULL;
+	fs_cur *c = NULL;
 	int rc;
 	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &d)) != 0)
 		return rc;
@@ -671,14 +672,14 @@ static int readdir_fn(fs_op *op, void *arg)
 	unsigned char k[16];
 	fs_be64(k, a->ino);
 	fs_be64(k + 8, (a->off < 2 ? 2 : a->off) + 1);
-	if ((rc = tp_cursor_open(op->t, op->f->dirents, &c)) != 0)
+	if ((rc = fs_cur_open(op, WS_DIRENT, &c)) != 0)
 		return rc;
-	for (rc = tp_cursor_seek(c, k, 16, TP_SEEK_GE); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = fs_cur_seek(c, k, 16); rc == 0; rc = fs_cur_next(c)) {
 		const unsigned char *key, *val;
 		size_t kl, vl;
 		char name[FS_NAME_MAX + 1];
 		uint64_t ino;
-		tp_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
+		fs_cur_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
 		if (kl < 16 || memcmp(key, k, 8) != 0)
 			break; /* past this directory */
 		if (vl != 9 || kl - 16 > FS_NAME_MAX) {
@@ -693,12 +694,12 @@ static int readdir_fn(fs_op *op, void *arg)
 		if (a->fill(a->ctx, name, &at, fs_getbe64(key + 8)))
 			break;
 	}
-	tp_cursor_close(c);
+	fs_cur_close(c);
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
-int fs_readdir(fs *f, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx)
+int fs_readdir(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx)
 {
 	readdir_arg a = {.ino = ino, .off = off, .plus = plus, .fill = fill, .ctx = ctx};
-	return fs_errno(fs_run(f, readdir_fn, &a));
+	return fs_errno(fs_run(f, c, FS_RD, readdir_fn, &a));
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fs.h"
+#include "fs_ws.h"
 #include "tp.h"
 
 /* Largest file: 2^44 bytes (16 TiB) -- EFBIG beyond. */
@@ -52,24 +53,72 @@ struct fs {
 	fs_refent *refs[FS_REF_BUCKETS];
 	fs_counters ctr;
 	uint64_t orphans_reclaimed; /* at mount */
+
+	/* user transactions (fs_tx.c) */
+	pthread_mutex_t txmu;       /* txs, history, next_txid */
+	fs_tx *txs;                 /* open ones (active or doomed) */
+	int ntx;                    /* how many: read without txmu as a hint */
+	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */
+	char history[16][240];      /* how the last transactions ended */
+	unsigned nhistory;
+	fs_notify_fn notify;        /* cache invalidation (fsd) */
+	void *notify_ctx;
 };
 
-/* One call's engine transaction. */
+/* One call: its engine transaction, and for a member of a user
+ * transaction, that transaction and its write set (fs_rec.c R1). */
 typedef struct fs_op {
 	fs *f;
-	tp_txn *t;
+	tp_txn *t;   /* the call's own; a member's: the user transaction's lock owner */
+	fs_tx *tx;   /* a member's call, else NULL */
+	fs_ws *ws;   /* tx's write set, else NULL */
+	int wr;      /* a plain call that changes something (takes transaction-level locks) */
 } fs_op;
 
-/* Runs fn in a transaction: begin, fn, commit (durable on return with -o
- * sync, else lazily), retried when it loses a deadlock.  fn returns 0, a
- * negative errno (rolled back) or an engine code. */
-int fs_run(fs *f, int (*fn)(fs_op *op, void *arg), void *arg);
-int fs_errno(int rc);
+enum { FS_RD = 0, FS_WR = 1 };
 
-/* Locks, in ascending inode order (fs.h: Locking). */
+/* Runs fn as one call of caller c (NULL: an internal call): a member's in
+ * its transaction (fs_tx.c), any other in an engine transaction of its own:
+ * begin, fn, commit (durable on return with -o sync, else lazily), retried
+ * when it loses a deadlock.  wr: the call may change something.  fn returns
+ * 0, a positive errno (rolled back) or an engine code. */
+int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), void *arg);
+int fs_errno(int rc);
+/* A member's call (fs_tx.c). */
+int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *arg);
+
+/* Locks (fs.c F2, F5).  Names: "I"+ino, the call's short lock that plain
+ * readers take; "U"+ino, the transaction-level lock that user transactions
+ * hold to their end and plain writers take for the call; "N"+parent+name,
+ * a directory entry's transaction-level lock.
+ *   fs_lock: the inode, for reading (S) or changing (X): a plain reader
+ *            takes I, a plain writer U then I, a member U.
+ *   fs_ilock_all: only the call's I locks of v (plain calls; nothing for
+ *            a member), n <= 8, in ascending order.
+ *   fs_lock_name: the entry (parent, name) for reading (S) or changing (X):
+ *            U+parent in IS/IX and N in S/X, for members and plain
+ *            writers; nothing for plain readers. */
 int fs_lock(fs_op *op, uint64_t ino, int mode);
-/* Locks the distinct inodes of v (n <= 8) in ascending order; 0 entries skipped. */
+/* fs_lock of the distinct inodes of v (n <= 8) in ascending order; 0 entries skipped. */
 int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode);
+int fs_ilock_all(fs_op *op, const uint64_t *v, int n, int mode);
+int fs_iunlock(fs_op *op, uint64_t ino);
+int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int mode);
+
+/* Records as the call sees them (fs_rec.c): trees are WS_INODE..WS_ORPHAN.
+ * Results as tp_get/tp_put/tp_del; fs_rins fails with EEXIST. */
+tp_tree *fs_tree(const fs *f, int tree);
+int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
+int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
+int fs_rdel(fs_op *op, int tree, const void *key, size_t klen);
+/* Forward cursors merging the write set over the store (R2). */
+typedef struct fs_cur fs_cur;
+int fs_cur_open(fs_op *op, int tree, fs_cur **out);
+int fs_cur_seek(fs_cur *k, const void *key, size_t klen); /* the first key >= key */
+int fs_cur_next(fs_cur *k);
+void fs_cur_get(fs_cur *k, const void **key, size_t *klen, const void **val, size_t *vlen);
+void fs_cur_close(fs_cur *k);
 
 /* Inode records */
 int fs_iget(fs_op *op, uint64_t ino, fs_inode *in);
@@ -77,6 +126,12 @@ int fs_iput(fs_op *op, const fs_inode *in);
 void fs_now(struct timespec *ts);
 void fs_iattr(const fs *f, const fs_inode *in, fs_attr *a);
 uint64_t fs_new_ino(fs *f);
+/* A directory gained or lost entries: nlink += dnlink, mtime = ctime =
+ * now.  A plain call writes the record; a member, which holds only an
+ * intention lock on the directory, records a delta that commit applies to
+ * the committed record (fs_tx.c X3), so transactions creating names in
+ * one directory do not conflict. */
+int fs_dir_touch(fs_op *op, fs_inode *dir, int dnlink, const struct timespec *now);
 /* Frees an inode with no links and no references: its blocks, xattrs,
  * record and orphan entry. */
 int fs_ifree(fs_op *op, uint64_t ino);

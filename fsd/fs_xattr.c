@@ -51,14 +51,14 @@ static int set_fn(fs_op *op, void *arg)
 		return rc;
 	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
-	rc = tp_get(op->t, op->f->xattrs, k, kl, NULL, 0, &vl);
+	rc = fs_rget(op, WS_XATTR, k, kl, NULL, 0, &vl);
 	if (rc == 0 && (a->flags & XATTR_CREATE))
 		return EEXIST;
 	if (rc == TP_ENOTFOUND && (a->flags & XATTR_REPLACE))
 		return ENODATA;
 	if (rc && rc != TP_ENOTFOUND)
 		return rc;
-	if ((rc = tp_put(op->t, op->f->xattrs, k, kl, a->val, a->size, 0)) != 0)
+	if ((rc = fs_rput(op, WS_XATTR, k, kl, a->val, a->size)) != 0)
 		return rc;
 	fs_now(&in.ctime);
 	return fs_iput(op, &in);
@@ -66,7 +66,7 @@ static int set_fn(fs_op *op, void *arg)
 
 static const char fcaps[] = "security.capability";
 
-int fs_setxattr(fs *f, uint64_t ino, const char *name, const void *val, size_t size, int flags)
+int fs_setxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, const void *val, size_t size, int flags)
 {
 	xattr_arg a = {.ino = ino, .name = name, .val = val, .size = size, .flags = flags};
 	if (!strcmp(name, fcaps))
@@ -75,7 +75,7 @@ int fs_setxattr(fs *f, uint64_t ino, const char *name, const void *val, size_t s
 		return -E2BIG;
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, set_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, set_fn, &a));
 }
 
 static int get_fn(fs_op *op, void *arg)
@@ -86,7 +86,7 @@ static int get_fn(fs_op *op, void *arg)
 	int rc;
 	if ((rc = xkey(k, a->ino, a->name, &kl)) != 0 || (rc = locked_inode(op, a->ino, TP_LOCK_S)) != 0)
 		return rc;
-	rc = tp_get(op->t, op->f->xattrs, k, kl, a->out, a->size, &a->len);
+	rc = fs_rget(op, WS_XATTR, k, kl, a->out, a->size, &a->len);
 	if (rc == TP_ENOTFOUND)
 		return ENODATA;
 	if (rc)
@@ -94,12 +94,12 @@ static int get_fn(fs_op *op, void *arg)
 	return a->size && a->len > a->size ? ERANGE : 0;
 }
 
-int fs_getxattr(fs *f, uint64_t ino, const char *name, void *val, size_t size, size_t *len)
+int fs_getxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, void *val, size_t size, size_t *len)
 {
 	xattr_arg a = {.ino = ino, .name = name, .out = val, .size = size};
 	if (!strcmp(name, fcaps))
 		return -ENODATA; /* asked before every write: no transaction */
-	int rc = fs_errno(fs_run(f, get_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_RD, get_fn, &a));
 	if (!rc)
 		*len = a.len;
 	return rc;
@@ -110,21 +110,21 @@ static int each(fs_op *op, uint64_t ino, int (*fn)(fs_op *op, const unsigned cha
 		void *ctx)
 {
 	unsigned char k[8];
-	tp_cursor *c;
+	fs_cur *c;
 	int rc;
 	fs_be64(k, ino);
-	if ((rc = tp_cursor_open(op->t, op->f->xattrs, &c)) != 0)
+	if ((rc = fs_cur_open(op, WS_XATTR, &c)) != 0)
 		return rc;
-	for (rc = tp_cursor_seek(c, k, 8, TP_SEEK_GE); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = fs_cur_seek(c, k, 8); rc == 0; rc = fs_cur_next(c)) {
 		const unsigned char *key;
 		size_t kl;
-		tp_cursor_get(c, (const void **)&key, &kl, NULL, NULL);
+		fs_cur_get(c, (const void **)&key, &kl, NULL, NULL);
 		if (kl <= 8 || memcmp(key, k, 8) != 0)
 			break;
 		if ((rc = fn(op, key, kl, ctx)) != 0)
 			break;
 	}
-	tp_cursor_close(c);
+	fs_cur_close(c);
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
@@ -151,10 +151,10 @@ static int list_fn(fs_op *op, void *arg)
 	return a->size && a->len > a->size ? ERANGE : 0;
 }
 
-int fs_listxattr(fs *f, uint64_t ino, char *list, size_t size, size_t *len)
+int fs_listxattr(fs *f, const fs_caller *c, uint64_t ino, char *list, size_t size, size_t *len)
 {
 	xattr_arg a = {.ino = ino, .out = list, .size = size};
-	int rc = fs_errno(fs_run(f, list_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_RD, list_fn, &a));
 	if (!rc)
 		*len = a.len;
 	return rc;
@@ -171,7 +171,7 @@ static int remove_fn(fs_op *op, void *arg)
 		return rc;
 	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
-	rc = tp_del(op->t, op->f->xattrs, k, kl);
+	rc = fs_rdel(op, WS_XATTR, k, kl);
 	if (rc == TP_ENOTFOUND)
 		return ENODATA;
 	if (rc)
@@ -180,16 +180,16 @@ static int remove_fn(fs_op *op, void *arg)
 	return fs_iput(op, &in);
 }
 
-int fs_removexattr(fs *f, uint64_t ino, const char *name)
+int fs_removexattr(fs *f, const fs_caller *c, uint64_t ino, const char *name)
 {
 	xattr_arg a = {.ino = ino, .name = name};
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, remove_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
 }
 
 static int drop_one(fs_op *op, const unsigned char *key, size_t kl, void *ctx)
 {
 	(void)ctx;
-	return tp_del(op->t, op->f->xattrs, key, kl);
+	return fs_rdel(op, WS_XATTR, key, kl);
 }
 
 int fs_xattr_drop_all(fs_op *op, uint64_t ino) { return each(op, ino, drop_one, NULL); }

@@ -13,8 +13,10 @@
 void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	fsd *d = fsd_begin(req, FSD_OP_GETATTR);
+	fs_caller c = fsd_caller(req);
 	fs_attr a;
-	int rc = fs_getattr(d->fs, ino, &a);
+	int rc = fs_getattr(d->fs, &c, ino, &a);
+	fsd_caller_end(&c);
 	fsd_reply_attr(req, d, rc, &a);
 }
 
@@ -62,6 +64,9 @@ void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, st
 	else
 		rc = fs_setattr(d->fs, &c, ino, &in, set, &out);
 	fsd_reply_attr(req, d, rc, &out);
+	if (!rc)
+		fsd_changed(d, &c, ino, 0, NULL);
+	fsd_caller_end(&c);
 }
 
 /* The kernel already checked permissions (default_permissions is always on,
@@ -100,10 +105,14 @@ static int xattr_name_check(const char *name)
 void fsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
 {
 	fsd *d = fsd_begin(req, FSD_OP_SETXATTR);
-	int rc = is_stats(ino, name) ? -EPERM : xattr_name_check(name);
+	int rc = is_stats(ino, name) || fsd_is_tx_control(ino, name) ? -EPERM : xattr_name_check(name);
+	fs_caller c = fsd_caller(req);
 	if (rc == 0)
-		rc = fs_setxattr(d->fs, ino, name, value, size, flags);
+		rc = fs_setxattr(d->fs, &c, ino, name, value, size, flags);
 	fsd_reply_err(req, d, rc);
+	if (!rc)
+		fsd_changed(d, &c, ino, 0, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -116,26 +125,30 @@ void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 		fsd_reply_stats(req, d, size);
 		return;
 	}
+	if (fsd_is_tx_control(ino, name)) {
+		fsd_tx_control(req, d, name, size);
+		return;
+	}
 	if ((rc = xattr_name_check(name)) != 0) {
 		fsd_reply_err(req, d, rc);
 		return;
 	}
+	fs_caller c = fsd_caller(req);
 	if (size == 0) {
-		if ((rc = fs_getxattr(d->fs, ino, name, NULL, 0, &len)) != 0)
+		if ((rc = fs_getxattr(d->fs, &c, ino, name, NULL, 0, &len)) != 0)
 			fsd_reply_err(req, d, rc);
 		else
 			fuse_reply_xattr(req, len);
-		return;
-	}
-	if (!(buf = malloc(size))) {
+	} else if (!(buf = malloc(size))) {
 		fsd_reply_err(req, d, -ENOMEM);
-		return;
+	} else {
+		if ((rc = fs_getxattr(d->fs, &c, ino, name, buf, size, &len)) != 0)
+			fsd_reply_err(req, d, rc);
+		else
+			fuse_reply_buf(req, buf, len < size ? len : size);
+		free(buf);
 	}
-	if ((rc = fs_getxattr(d->fs, ino, name, buf, size, &len)) != 0)
-		fsd_reply_err(req, d, rc);
-	else
-		fuse_reply_buf(req, buf, len < size ? len : size);
-	free(buf);
+	fsd_caller_end(&c);
 }
 
 void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -144,29 +157,33 @@ void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	size_t len = 0;
 	char *buf;
 	int rc;
+	fs_caller c = fsd_caller(req);
 	if (size == 0) {
-		if ((rc = fs_listxattr(d->fs, ino, NULL, 0, &len)) != 0)
+		if ((rc = fs_listxattr(d->fs, &c, ino, NULL, 0, &len)) != 0)
 			fsd_reply_err(req, d, rc);
 		else
 			fuse_reply_xattr(req, len);
-		return;
-	}
-	if (!(buf = malloc(size))) {
+	} else if (!(buf = malloc(size))) {
 		fsd_reply_err(req, d, -ENOMEM);
-		return;
+	} else {
+		if ((rc = fs_listxattr(d->fs, &c, ino, buf, size, &len)) != 0)
+			fsd_reply_err(req, d, rc);
+		else
+			fuse_reply_buf(req, buf, len < size ? len : size);
+		free(buf);
 	}
-	if ((rc = fs_listxattr(d->fs, ino, buf, size, &len)) != 0)
-		fsd_reply_err(req, d, rc);
-	else
-		fuse_reply_buf(req, buf, len < size ? len : size);
-	free(buf);
+	fsd_caller_end(&c);
 }
 
 void fsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	fsd *d = fsd_begin(req, FSD_OP_REMOVEXATTR);
-	int rc = is_stats(ino, name) ? -EPERM : xattr_name_check(name);
+	int rc = is_stats(ino, name) || fsd_is_tx_control(ino, name) ? -EPERM : xattr_name_check(name);
+	fs_caller c = fsd_caller(req);
 	if (rc == 0)
-		rc = fs_removexattr(d->fs, ino, name);
+		rc = fs_removexattr(d->fs, &c, ino, name);
 	fsd_reply_err(req, d, rc);
+	if (!rc)
+		fsd_changed(d, &c, ino, 0, NULL);
+	fsd_caller_end(&c);
 }

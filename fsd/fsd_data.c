@@ -26,7 +26,10 @@ static int truncate_at_open(fsd *d, fuse_req_t req, fuse_ino_t ino)
 	clock_gettime(CLOCK_REALTIME, &in.mtime);
 	if (c.uid != 0)
 		set |= FS_SET_KILL_SUID;
-	return fs_setattr(d->fs, &c, ino, &in, set, &out);
+	int rc = fs_setattr(d->fs, &c, ino, &in, set, &out);
+	fsd_changed(d, &c, rc ? 0 : ino, 0, NULL);
+	fsd_caller_end(&c);
+	return rc;
 }
 
 void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -41,8 +44,10 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fsd_reply_err(req, d, rc);
 		return;
 	}
+	fs_caller c = fsd_caller(req);
 	fi->fh = 0;
-	fsd_open_flags(d, ino, fi);
+	fsd_open_flags(d, &c, ino, fi);
+	fsd_caller_end(&c);
 	if (fuse_reply_open(req, fi) != 0) /* H3 */
 		fs_released(d->fs, ino);
 }
@@ -59,17 +64,21 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	if (rc == 0 && (rc = fs_opened(d->fs, a.ino)) != 0)
 		fs_forget(d->fs, a.ino, 1); /* the reference fs_mknod took */
 	if (rc) {
+		fsd_caller_end(&c);
 		fsd_reply_err(req, d, rc);
 		return;
 	}
 	fi->fh = 0;
-	fsd_open_flags(d, a.ino, fi);
+	fsd_open_flags(d, &c, a.ino, fi);
 	fsd_to_entry(d, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		fs_released(d->fs, a.ino); /* H3 */
 		fs_forget(d->fs, a.ino, 1);
+	} else {
+		fsd_changed(d, &c, 0, parent, NULL);
 	}
+	fsd_caller_end(&c);
 }
 
 void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -82,10 +91,12 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 		fsd_reply_err(req, d, -ENOMEM);
 		return;
 	}
-	if ((rc = fs_read(d->fs, ino, (uint64_t)off, size, buf, &got)) != 0)
+	fs_caller c = fsd_caller(req);
+	if ((rc = fs_read(d->fs, &c, ino, (uint64_t)off, size, buf, &got)) != 0)
 		fsd_reply_err(req, d, rc);
 	else
 		fuse_reply_buf(req, buf, got < size ? got : size);
+	fsd_caller_end(&c);
 	free(buf);
 }
 
@@ -108,7 +119,7 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 		ssize_t n;
 		if (!(copy = malloc(size ? size : 1))) {
 			fsd_reply_err(req, d, -ENOMEM);
-			return;
+			goto out;
 		}
 		out.buf[0].mem = copy;
 		if ((n = fuse_buf_copy(&out, in, 0)) < 0) {
@@ -118,11 +129,14 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 		data = copy;
 		size = (size_t)n;
 	}
-	if ((rc = fs_write(d->fs, &c, ino, (uint64_t)off, data, size, &done)) != 0)
+	if ((rc = fs_write(d->fs, &c, ino, (uint64_t)off, data, size, &done)) != 0) {
 		fsd_reply_err(req, d, rc);
-	else
+	} else {
 		fuse_reply_write(req, done);
+		fsd_changed(d, &c, ino, 0, NULL);
+	}
 out:
+	fsd_caller_end(&c);
 	free(copy);
 }
 
@@ -154,7 +168,12 @@ void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
 		fsd_reply_err(req, d, -EINVAL);
 		return;
 	}
-	fsd_reply_err(req, d, fs_fallocate(d->fs, ino, mode, (uint64_t)off, (uint64_t)len));
+	fs_caller c = fsd_caller(req);
+	int rc = fs_fallocate(d->fs, &c, ino, mode, (uint64_t)off, (uint64_t)len);
+	fsd_reply_err(req, d, rc);
+	if (!rc)
+		fsd_changed(d, &c, ino, 0, NULL);
+	fsd_caller_end(&c);
 }
 
 /* SEEK_DATA and SEEK_HOLE only: the kernel answers the others itself. */
@@ -162,7 +181,9 @@ void fsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fus
 {
 	fsd *d = fsd_begin(req, FSD_OP_LSEEK);
 	uint64_t pos = 0;
-	int rc = off < 0 ? -ENXIO : fs_lseek(d->fs, ino, (uint64_t)off, whence, &pos);
+	fs_caller c = fsd_caller(req);
+	int rc = off < 0 ? -ENXIO : fs_lseek(d->fs, &c, ino, (uint64_t)off, whence, &pos);
+	fsd_caller_end(&c);
 	if (rc)
 		fsd_reply_err(req, d, rc);
 	else
@@ -185,17 +206,19 @@ void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct
 	int rc = 0;
 	if (flags != 0 || off_in < 0 || off_out < 0) {
 		fsd_reply_err(req, d, -EINVAL);
+		fsd_caller_end(&c);
 		return;
 	}
 	if (len > COPY_MAX)
 		len = COPY_MAX;
 	if (!(buf = malloc(len < FSD_IO_SIZE ? (len ? len : 1) : FSD_IO_SIZE))) {
 		fsd_reply_err(req, d, -ENOMEM);
+		fsd_caller_end(&c);
 		return;
 	}
 	while (total < len) {
 		size_t n = len - total < FSD_IO_SIZE ? len - total : FSD_IO_SIZE, got = 0, done = 0;
-		if ((rc = fs_read(d->fs, ino_in, (uint64_t)off_in + total, n, buf, &got)) != 0 || got == 0)
+		if ((rc = fs_read(d->fs, &c, ino_in, (uint64_t)off_in + total, n, buf, &got)) != 0 || got == 0)
 			break;
 		if ((rc = fs_write(d->fs, &c, ino_out, (uint64_t)off_out + total, buf, got, &done)) != 0)
 			break;
@@ -207,5 +230,8 @@ void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct
 		fsd_reply_err(req, d, rc);
 	else
 		fuse_reply_write(req, total);
+	if (total)
+		fsd_changed(d, &c, ino_out, 0, NULL);
+	fsd_caller_end(&c);
 	free(buf);
 }

@@ -14,16 +14,24 @@
 
 /* Decoding and replying (fsd_ops.c) */
 fsd *fsd_begin(fuse_req_t req, int op); /* counts the request; every handler starts here */
+/* The caller, and its user transaction (a reference: fsd_caller_end). */
 fs_caller fsd_caller(fuse_req_t req);
+void fsd_caller_end(fs_caller *c);
+/* C3: after a member's change was answered (fsd_tx.c); 0 / NULL: none. */
+void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name);
+/* The control channel of transactions (fsd_tx.c, tools/tpfs_tx_proto.h). */
+int fsd_is_tx_control(fuse_ino_t ino, const char *name);
+void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size);
 int fsd_name_ok(const char *name);
 void fsd_reply_err(fuse_req_t req, fsd *d, int rc); /* H5 */
 void fsd_to_stat(const fs_attr *a, struct stat *st);
 void fsd_to_entry(const fsd *d, const fs_attr *a, struct fuse_entry_param *e);
+double fsd_negative_timeout(const fsd *d); /* C1 */
 void fsd_reply_entry(fuse_req_t req, fsd *d, int rc, const fs_attr *a); /* H2 */
 void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 
 /* What the kernel may cache, H4 (fsd_ops.c) */
-void fsd_open_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);
+void fsd_open_flags(const fsd *d, const fs_caller *c, fuse_ino_t ino, struct fuse_file_info *fi);
 void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);
 
 /* The statistics attribute, FSD_STATS_XATTR (fsd_ops.c) */

@@ -17,15 +17,16 @@ void fsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_lookup(d->fs, &c, parent, name, &a) : -ENAMETOOLONG;
+	fsd_caller_end(&c);
 	if (rc == -ENOENT) {
 		fs_count(d->fs, FSD_OP_NEGATIVE);
-		if (d->negative_timeout > 0) {
+		if (fsd_negative_timeout(d) > 0) {
 			/* A negative entry: the kernel keeps the absence of the name
 			 * (H4), so a search path or a build probing for missing files
 			 * asks once.  A create through this kernel replaces it. */
 			struct fuse_entry_param e;
 			memset(&e, 0, sizeof e);
-			e.entry_timeout = d->negative_timeout;
+			e.entry_timeout = fsd_negative_timeout(d);
 			fuse_reply_entry(req, &e);
 			return;
 		}
@@ -56,6 +57,9 @@ void fsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	/* Device nodes: the kernel already required CAP_MKNOD of the caller. */
 	int rc = fsd_name_ok(name) ? fs_mknod(d->fs, &c, parent, name, mode, rdev, &a) : -ENAMETOOLONG;
 	fsd_reply_entry(req, d, rc, &a);
+	if (!rc)
+		fsd_changed(d, &c, 0, parent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -65,6 +69,9 @@ void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_mkdir(d->fs, &c, parent, name, mode, &a) : -ENAMETOOLONG;
 	fsd_reply_entry(req, d, rc, &a);
+	if (!rc)
+		fsd_changed(d, &c, 0, parent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
@@ -74,6 +81,9 @@ void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const ch
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_symlink(d->fs, &c, parent, name, target, &a) : -ENAMETOOLONG;
 	fsd_reply_entry(req, d, rc, &a);
+	if (!rc)
+		fsd_changed(d, &c, 0, parent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -83,20 +93,31 @@ void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	fs_attr a;
 	int rc = fsd_name_ok(newname) ? fs_link(d->fs, &c, ino, newparent, newname, &a) : -ENAMETOOLONG;
 	fsd_reply_entry(req, d, rc, &a);
+	if (!rc)
+		fsd_changed(d, &c, ino, newparent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	fsd *d = fsd_begin(req, FSD_OP_UNLINK);
 	fs_caller c = fsd_caller(req);
-	fsd_reply_err(req, d, fsd_name_ok(name) ? fs_unlink(d->fs, &c, parent, name) : -ENAMETOOLONG);
+	int rc = fsd_name_ok(name) ? fs_unlink(d->fs, &c, parent, name) : -ENAMETOOLONG;
+	fsd_reply_err(req, d, rc);
+	if (!rc)
+		fsd_changed(d, &c, 0, parent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	fsd *d = fsd_begin(req, FSD_OP_RMDIR);
 	fs_caller c = fsd_caller(req);
-	fsd_reply_err(req, d, fsd_name_ok(name) ? fs_rmdir(d->fs, &c, parent, name) : -ENAMETOOLONG);
+	int rc = fsd_name_ok(name) ? fs_rmdir(d->fs, &c, parent, name) : -ENAMETOOLONG;
+	fsd_reply_err(req, d, rc);
+	if (!rc)
+		fsd_changed(d, &c, 0, parent, NULL);
+	fsd_caller_end(&c);
 }
 
 void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
@@ -110,14 +131,21 @@ void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	else /* RENAME_NOREPLACE, RENAME_EXCHANGE; the fs layer refuses others */
 		rc = fs_rename(d->fs, &c, parent, name, newparent, newname, flags);
 	fsd_reply_err(req, d, rc);
+	if (!rc) {
+		fsd_changed(d, &c, 0, parent, name);
+		fsd_changed(d, &c, 0, newparent, newname);
+	}
+	fsd_caller_end(&c);
 }
 
 void fsd_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	fsd *d = fsd_begin(req, FSD_OP_READLINK);
+	fs_caller c = fsd_caller(req);
 	char buf[PATH_MAX + 1];
 	size_t len = 0;
-	int rc = fs_readlink(d->fs, ino, buf, PATH_MAX, &len);
+	int rc = fs_readlink(d->fs, &c, ino, buf, PATH_MAX, &len);
+	fsd_caller_end(&c);
 	if (rc) {
 		fsd_reply_err(req, d, rc);
 		return;
@@ -225,7 +253,9 @@ static void readdir_common(fuse_req_t req, fsd *d, fuse_ino_t ino, size_t size, 
 		fsd_reply_err(req, d, -ENOMEM);
 		return;
 	}
-	rc = fs_readdir(d->fs, ino, (uint64_t)off, plus, fill_dir, &b);
+	fs_caller c = fsd_caller(req);
+	rc = fs_readdir(d->fs, &c, ino, (uint64_t)off, plus, fill_dir, &b);
+	fsd_caller_end(&c);
 	if (rc == 0)
 		rc = b.err;
 	forget_refs(d, b.refs, b.live);

@@ -71,13 +71,6 @@ fsd *fsd_begin(fuse_req_t req, int op)
 	return d;
 }
 
-fs_caller fsd_caller(fuse_req_t req)
-{
-	const struct fuse_ctx *x = fuse_req_ctx(req);
-	fs_caller c = {.uid = x->uid, .gid = x->gid, .pid = x->pid, .umask = x->umask};
-	return c;
-}
-
 /* The kernel lets names of up to 1024 bytes through; POSIX wants 255. */
 int fsd_name_ok(const char *name)
 {
@@ -118,26 +111,28 @@ void fsd_to_stat(const fs_attr *a, struct stat *st)
 /* H4: how long the kernel may keep a name and attributes. */
 static double entry_timeout(const fsd *d, const fs_attr *a)
 {
-	(void)a; /* the transaction issue: 0 for objects a transaction changed */
-	return d->entry_timeout;
+	(void)a; /* C1 (fsd_tx.c): nothing cached while a transaction is open */
+	return fs_tx_count(d->fs) ? 0 : d->entry_timeout;
 }
 
 static double attr_timeout(const fsd *d, const fs_attr *a)
 {
-	(void)a; /* the transaction issue: 0 for objects a transaction changed */
-	return d->attr_timeout;
+	(void)a; /* C1 */
+	return fs_tx_count(d->fs) ? 0 : d->attr_timeout;
 }
+
+double fsd_negative_timeout(const fsd *d) { return fs_tx_count(d->fs) ? 0 : d->negative_timeout; }
 
 /* H4: what the kernel may cache of an open file.  keep_cache: the page cache
  * survives the open (every write went through it: op_init); noflush: no
  * FLUSH request at each close(), since flush has nothing to do (writes are
  * not buffered). */
-void fsd_open_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi)
+void fsd_open_flags(const fsd *d, const fs_caller *c, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)d, (void)ino; /* the transaction issue: direct_io for members */
-	fi->keep_cache = 1;
+	(void)d, (void)ino;
+	fi->keep_cache = !c->tx;
 	fi->noflush = 1;
-	fi->direct_io = 0;
+	fi->direct_io = c->tx != NULL; /* C2 */
 }
 
 /* H4: no readdir cache.  The kernel drops a directory's cached listing when

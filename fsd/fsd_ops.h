@@ -94,7 +94,13 @@ typedef struct fsd {
 	double negative_timeout; /* ...the absence of a name (1.0; 0: not cached) */
 	int readonly;
 	struct fuse_conn_info_opts *conn_opts; /* -o max_write=, splice_read, ... given by the user; may be NULL */
+	struct fsd_txs *txs;     /* user transactions (fsd_tx.c), set before the session loop */
 } fsd;
+
+/* User transactions (fsd_tx.c): started after the mount, stopped (every
+ * open transaction aborted) before the fs layer unmounts. */
+int fsd_tx_start(fsd *d, struct fuse_session *se);
+void fsd_tx_stop(fsd *d);
 
 extern const struct fuse_lowlevel_ops fsd_ops;
 

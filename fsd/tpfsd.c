@@ -94,7 +94,7 @@ static const char usage[] =
 	"  attr_timeout=SEC      how long it may keep attributes (default 1)\n"
 	"  negative_timeout=SEC  how long it may keep the absence of a name\n"
 	"                        (default 1; 0: never)\n"
-	"  max_threads=N         requests served at once, at most (default 64)\n"
+	"  max_threads=N         requests served at once, at most (default 512)\n"
 	"  max_idle_threads=N    idle worker threads kept (default 10)\n"
 	"\n"
 	"FUSE options that tpfsd sets:\n"
@@ -733,7 +733,7 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof d);
 	c.fo.commit_ms = 1000;
 	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
-	c.max_threads = 64;
+	c.max_threads = 512; /* requests waiting for transactions' locks must leave threads for txcommit */
 	c.max_idle_threads = 10;
 	if (parse_args(&c, argc, argv) != 0) {
 		fprintf(stderr, "Try 'tpfsd --help'.\n");
@@ -807,6 +807,8 @@ int main(int argc, char **argv)
 	}
 	fsd_log(LOG_INFO, "%s mounted on %s%s%s", c.store_abs, c.mnt_abs, c.fo.readonly ? " read-only" : "",
 		c.fo.sync ? ", sync" : "");
+	if (!c.fo.readonly && (rc = fsd_tx_start(&d, se)) != 0)
+		fsd_log(LOG_ERR, "cannot start transactions: %s; txbegin will fail on this mount", strerror(rc));
 	if ((rc = tick_start(d.fs, c.fo.commit_ms)) != 0)
 		fsd_log(LOG_ERR, "cannot start the periodic flush: %s; changes are durable at fsync and unmount",
 			strerror(rc));
@@ -830,6 +832,7 @@ int main(int argc, char **argv)
 	fuse_session_unmount(se);
 	mounted = 0;
 	tick_stop();
+	fsd_tx_stop(&d);
 	rc = fs_unmount(d.fs);
 	d.fs = NULL;
 	if (rc != 0)

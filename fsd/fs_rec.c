@@ -1,0 +1,228 @@
+/*
+ * fs_rec -- records as a call sees them.  Every read and change of a record
+ * of the five trees by the file-system layer goes through here, so that a
+ * member of a user transaction sees its transaction's write set over the
+ * committed store, and changes only the write set (fs_ws.h), while a plain
+ * call reads and changes the store through its engine transaction.
+ *
+ *   R1  A member's call never changes the store: puts and deletes go to
+ *       the write set; reads take the write set's record if it has one
+ *       (a deletion mark reads as absent), else the store's (S1).
+ *   R2  A merged cursor returns, in key order, every key present in the
+ *       write set or the store and not marked deleted in the write set,
+ *       with the write set's value where it has one.  It is positioned by
+ *       key, so records put or deleted behind or at it never make it lose
+ *       its place (the engine's cursors are positioned the same way).
+ */
+#include "fs_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+tp_tree *fs_tree(const fs *f, int tree)
+{
+	switch (tree) {
+	case WS_INODE: return f->inodes;
+	case WS_DIRENT: return f->dirents;
+	case WS_DATA: return f->data;
+	case WS_XATTR: return f->xattrs;
+	case WS_ORPHAN: return f->orphans;
+	default: return NULL;
+	}
+}
+
+int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	size_t dummy;
+	if (!vlen)
+		vlen = &dummy;
+	if (op->ws) { /* R1 */
+		int rc = ws_get(op->ws, tree, key, klen, val, cap, vlen);
+		if (rc == 1)
+			return 0;
+		if (rc == 0)
+			return TP_ENOTFOUND;
+		if (rc > 0)
+			return rc;
+		return tp_get(NULL, fs_tree(op->f, tree), key, klen, val, cap, vlen);
+	}
+	return tp_get(op->t, fs_tree(op->f, tree), key, klen, val, cap, vlen);
+}
+
+int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (op->ws)
+		return ws_put(op->ws, tree, key, klen, val, vlen);
+	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, 0);
+}
+
+int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	if (op->ws) {
+		int rc = fs_rget(op, tree, key, klen, NULL, 0, NULL);
+		if (rc == 0)
+			return EEXIST;
+		if (rc != TP_ENOTFOUND)
+			return rc;
+		return ws_put(op->ws, tree, key, klen, val, vlen);
+	}
+	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, TP_NOOVERWRITE);
+}
+
+int fs_rdel(fs_op *op, int tree, const void *key, size_t klen)
+{
+	if (op->ws) {
+		int rc = fs_rget(op, tree, key, klen, NULL, 0, NULL);
+		return rc ? rc : ws_put(op->ws, tree, key, klen, NULL, 0);
+	}
+	return tp_del(op->t, fs_tree(op->f, tree), key, klen);
+}
+
+/* ---- merged cursors (R2) ---- */
+
+#define CUR_KEY_MAX 600
+
+struct fs_cur {
+	fs_op *op;
+	int tree;
+	tp_cursor *c;
+	int crc;                 /* the store cursor: 0 positioned, else TP_ENOTFOUND or an error */
+	ws_node *w;              /* the first write-set node not before the position */
+	int from_ws;             /* the current record is w's */
+	unsigned char key[CUR_KEY_MAX];
+	size_t klen;
+	const void *val;
+	size_t vlen;
+	unsigned char *vbuf;     /* a write-set value */
+	size_t vcap;
+};
+
+int fs_cur_open(fs_op *op, int tree, fs_cur **out)
+{
+	fs_cur *k = calloc(1, sizeof *k);
+	int rc;
+	if (!k)
+		return ENOMEM;
+	k->op = op;
+	k->tree = tree;
+	k->crc = TP_ENOTFOUND;
+	if ((rc = tp_cursor_open(op->ws ? NULL : op->t, fs_tree(op->f, tree), &k->c)) != 0) {
+		free(k);
+		return rc;
+	}
+	*out = k;
+	return 0;
+}
+
+void fs_cur_close(fs_cur *k)
+{
+	if (!k)
+		return;
+	tp_cursor_close(k->c);
+	free(k->vbuf);
+	free(k);
+}
+
+static int keycmp(const void *a, size_t al, const void *b, size_t bl)
+{
+	size_t m = al < bl ? al : bl;
+	int c = memcmp(a, b, m);
+	return c ? c : (al < bl ? -1 : al > bl);
+}
+
+static int take_ws(fs_cur *k)
+{
+	size_t kl, vl;
+	const unsigned char *key = ws_node_key(k->w, &kl);
+	if (kl > CUR_KEY_MAX)
+		return TP_ECORRUPT;
+	memcpy(k->key, key, kl);
+	k->klen = kl;
+	ws_node_value(k->op->ws, k->w, NULL, 0, &vl);
+	if (vl > k->vcap) {
+		unsigned char *b = realloc(k->vbuf, vl);
+		if (!b)
+			return ENOMEM;
+		k->vbuf = b;
+		k->vcap = vl;
+	}
+	int rc = ws_node_value(k->op->ws, k->w, k->vbuf, k->vcap, &vl);
+	if (rc)
+		return rc;
+	k->val = k->vbuf;
+	k->vlen = vl;
+	k->from_ws = 1;
+	return 0;
+}
+
+/* Makes the current record the smaller of the two sides (R2). */
+static int settle(fs_cur *k)
+{
+	for (;;) {
+		const void *sk = NULL, *sv = NULL;
+		size_t skl = 0, svl = 0;
+		if (k->crc == 0)
+			tp_cursor_get(k->c, &sk, &skl, &sv, &svl);
+		else if (k->crc != TP_ENOTFOUND)
+			return k->crc;
+		if (k->w) {
+			size_t wkl;
+			const unsigned char *wk = ws_node_key(k->w, &wkl);
+			int c = sk ? keycmp(wk, wkl, sk, skl) : -1;
+			if (c <= 0) {
+				if (c == 0) /* the write set shadows the store (S1) */
+					k->crc = tp_cursor_next(k->c);
+				if (ws_node_is_del(k->w)) {
+					k->w = ws_next(k->op->ws, k->w);
+					continue;
+				}
+				return take_ws(k);
+			}
+		}
+		if (!sk)
+			return TP_ENOTFOUND;
+		if (skl > CUR_KEY_MAX)
+			return TP_ECORRUPT;
+		memcpy(k->key, sk, skl);
+		k->klen = skl;
+		k->val = sv;
+		k->vlen = svl;
+		k->from_ws = 0;
+		return 0;
+	}
+}
+
+int fs_cur_seek(fs_cur *k, const void *key, size_t klen)
+{
+	k->crc = tp_cursor_seek(k->c, key, klen, TP_SEEK_GE);
+	if (!k->op->ws)
+		return k->crc;
+	k->w = ws_seek(k->op->ws, k->tree, key, klen, 0);
+	return settle(k);
+}
+
+int fs_cur_next(fs_cur *k)
+{
+	if (!k->op->ws)
+		return k->crc = tp_cursor_next(k->c);
+	/* positioned by key: both sides move past the current key */
+	k->w = ws_seek(k->op->ws, k->tree, k->key, k->klen, 1);
+	k->crc = tp_cursor_seek(k->c, k->key, k->klen, TP_SEEK_GT);
+	return settle(k);
+}
+
+void fs_cur_get(fs_cur *k, const void **key, size_t *klen, const void **val, size_t *vlen)
+{
+	if (!k->op->ws) {
+		tp_cursor_get(k->c, key, klen, val, vlen);
+		return;
+	}
+	if (key)
+		*key = k->key;
+	if (klen)
+		*klen = k->klen;
+	if (val)
+		*val = k->val;
+	if (vlen)
+		*vlen = k->vlen;
+}

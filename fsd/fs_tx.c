@@ -1,0 +1,698 @@
+/*
+ * fs_tx -- user transactions of the file-system layer (fs.h): a member's
+ * calls run against a private write set (fs_ws.h) merged over the
+ * committed store (fs_rec.c), holding transaction-level locks to the end;
+ * commit applies the write set as one durable engine transaction.
+ *
+ * Why a write set rather than a long engine transaction writing the store:
+ * the store then only ever holds committed data, so a process outside every
+ * transaction reads it without waiting for any transaction (DESIGN.md 1,
+ * Isolation), abort is a discard, and the kernel's shared caches can be
+ * kept from uncommitted state by the daemon alone (DESIGN.md 3).
+ *
+ * Each transaction owns one engine transaction, tx->t, from begin to end.
+ * Until commit it only holds locks (strict two-phase, fs.c F5: "U"+inode,
+ * "N"+parent+name, the rename lock), so it logs nothing and holds back no
+ * log truncation; at commit it also takes the call-level "I" locks of
+ * every inode it changes, writes the records, and commits durably -- one
+ * atomic unit for recovery.
+ *
+ * Invariants
+ *   X1  One member call at a time per transaction (tx->mu); a call that
+ *       fails leaves the write set as it was (ws_call_end undo).
+ *   X2  A deadlock victim (or a lock timeout) is doomed at once: its engine
+ *       transaction is aborted (locks released, so the others go on) and
+ *       its write set dropped; every later call of a member fails with
+ *       tx->why until the owner commits (told why) or aborts.
+ *   X3  Commit applies, in one engine transaction under "I" X-locks of
+ *       every inode concerned taken in ascending order: every record of
+ *       the write set (values put, deletion marks deleted), then each
+ *       directory's delta (link count, mtime/ctime) to the directory's
+ *       committed record, which other transactions may have changed
+ *       meanwhile (they held IX too), then frees orphans no longer
+ *       referenced.  It commits durably (TP_COMMIT without NOSYNC); any
+ *       failure aborts the engine transaction: nothing applied.
+ *   X4  After commit or abort the transaction leaves the table before its
+ *       cache invalidations are sent, so a member call waiting for tx->mu
+ *       finds it ended and runs as a plain call.
+ */
+#include "fs_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define TX_MEMBERS 16
+
+struct fs_tx {
+	fs *f;
+	uint64_t id;
+	pid_t pid;               /* bound process, and its start time */
+	uint64_t start;
+	uid_t uid;
+	char comm[32];
+	struct timespec born;
+	int refs;                /* under f->txmu */
+	fs_tx *next;             /* f->txs, under f->txmu */
+	int listed;              /* in f->txs, under f->txmu */
+
+	pthread_mutex_t mu;      /* X1: member calls, commit and abort */
+	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu */
+	int why;                 /* doomed: the errno calls get */
+	char reason[160];
+	tp_txn *t;               /* under mu; NULL once ended or doomed */
+	fs_ws *ws;               /* under mu */
+	uint64_t calls;
+	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
+	pid_t members[TX_MEMBERS]; /* under txmu */
+	int nmembers;
+	/* a member call waiting for a lock (status), relaxed atomics */
+	uint64_t wait_since_ns;
+};
+
+void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx)
+{
+	f->notify = fn;
+	f->notify_ctx = ctx;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int fs_tx_count(const fs *f) { return __atomic_load_n(&f->ntx, __ATOMIC_ACQUIRE); }
+uint64_t fs_tx_gen(fs *f) { return __atomic_load_n(&f->txgen, __ATOMIC_ACQUIRE); }
+uint64_t fs_tx_id(const fs_tx *tx) { return tx->id; }
+uid_t fs_tx_uid(const fs_tx *tx) { return tx->uid; }
+pid_t fs_tx_pid(const fs_tx *tx) { return tx->pid; }
+int fs_tx_state(fs_tx *tx) { return __atomic_load_n(&tx->state, __ATOMIC_ACQUIRE); }
+
+/* ---- the table ---- */
+
+static void history_add(fs *f, const fs_tx *tx, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void history_add(fs *f, const fs_tx *tx, const char *fmt, ...)
+{
+	char what[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&f->txmu);
+	char *h = f->history[f->nhistory++ % 16];
+	/* uid first, so fs_tx_history can filter */
+	snprintf(h, 240, "%u %lld transaction %" PRIu64 " (process %d, %s) %s", (unsigned)tx->uid,
+		 (long long)time(NULL), tx->id, (int)tx->pid, tx->comm, what);
+	pthread_mutex_unlock(&f->txmu);
+}
+
+static void unlist(fs_tx *tx)
+{
+	fs *f = tx->f;
+	pthread_mutex_lock(&f->txmu);
+	if (tx->listed) {
+		for (fs_tx **pp = &f->txs; *pp; pp = &(*pp)->next)
+			if (*pp == tx) {
+				*pp = tx->next;
+				break;
+			}
+		tx->listed = 0;
+		tx->refs--;
+		__atomic_sub_fetch(&f->ntx, 1, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&f->txmu);
+}
+
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out)
+{
+	fs_tx *tx;
+	int rc;
+	if (f->opt.readonly)
+		return -EROFS;
+	if (!(tx = calloc(1, sizeof *tx)))
+		return -ENOMEM;
+	tx->f = f;
+	tx->pid = pid;
+	tx->start = start;
+	tx->uid = uid;
+	snprintf(tx->comm, sizeof tx->comm, "%s", comm ? comm : "?");
+	clock_gettime(CLOCK_REALTIME, &tx->born);
+	pthread_mutex_init(&tx->mu, NULL);
+	if ((rc = tp_begin(f->env, &tx->t)) != 0)
+		goto err;
+	if ((rc = ws_create(f->store, &tx->ws)) != 0) {
+		(void)tp_abort(tx->t);
+		goto err;
+	}
+	tx->state = FS_TX_ACTIVE;
+	pthread_mutex_lock(&f->txmu);
+	tx->id = f->next_txid++;
+	tx->refs = 2; /* the table's and the caller's */
+	tx->listed = 1;
+	tx->next = f->txs;
+	f->txs = tx;
+	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&f->txmu);
+	*out = tx;
+	return 0;
+err:
+	pthread_mutex_destroy(&tx->mu);
+	free(tx);
+	return fs_errno(rc);
+}
+
+static fs_tx *find(fs *f, int (*match)(const fs_tx *, const void *), const void *key)
+{
+	fs_tx *found = NULL;
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *tx = f->txs; tx; tx = tx->next)
+		if (match(tx, key)) {
+			tx->refs++;
+			found = tx;
+			break;
+		}
+	pthread_mutex_unlock(&f->txmu);
+	return found;
+}
+
+typedef struct pid_key {
+	pid_t pid;
+	uint64_t start;
+} pid_key;
+
+static int match_pid(const fs_tx *tx, const void *key)
+{
+	const pid_key *k = key;
+	return tx->pid == k->pid && tx->start == k->start;
+}
+
+static int match_id(const fs_tx *tx, const void *key) { return tx->id == *(const uint64_t *)key; }
+
+fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start)
+{
+	pid_key k = {pid, start};
+	return fs_tx_count(f) ? find(f, match_pid, &k) : NULL;
+}
+
+fs_tx *fs_tx_by_id(fs *f, uint64_t id) { return find(f, match_id, &id); }
+
+void fs_tx_put(fs_tx *tx)
+{
+	if (!tx)
+		return;
+	fs *f = tx->f;
+	pthread_mutex_lock(&f->txmu);
+	int last = --tx->refs == 0;
+	pthread_mutex_unlock(&f->txmu);
+	if (!last)
+		return;
+	ws_destroy(tx->ws);
+	pthread_mutex_destroy(&tx->mu);
+	free(tx);
+}
+
+void fs_tx_member(fs_tx *tx, pid_t pid)
+{
+	pthread_mutex_lock(&tx->f->txmu);
+	int i;
+	for (i = 0; i < tx->nmembers && tx->members[i] != pid; i++)
+		;
+	if (i == tx->nmembers) {
+		if (tx->nmembers < TX_MEMBERS)
+			tx->members[tx->nmembers++] = pid;
+		else /* keep the latest: shift out the oldest but the bound one */
+			memmove(tx->members + 1, tx->members + 2, (TX_MEMBERS - 2) * sizeof(pid_t)),
+				tx->members[TX_MEMBERS - 1] = pid;
+	}
+	pthread_mutex_unlock(&tx->f->txmu);
+}
+
+/* ---- cache invalidation of everything a write set names (X4) ---- */
+
+static void notify_all(fs *f, fs_ws *ws)
+{
+	if (!f->notify || !ws)
+		return;
+	for (int tree = WS_INODE; tree < WS_NTREES; tree++) {
+		uint64_t last = 0;
+		for (ws_node *n = ws_seek(ws, tree, "", 0, 0); n; n = ws_next(ws, n)) {
+			size_t kl;
+			const unsigned char *k = ws_node_key(n, &kl);
+			uint64_t ino;
+			if (kl < 8)
+				continue;
+			if (tree == WS_INODE || tree == WS_ORPHAN || tree == WS_DELTA)
+				memcpy(&ino, k, 8);
+			else
+				ino = fs_getbe64(k);
+			if (tree == WS_DIRENT && kl > 16)
+				f->notify(f->notify_ctx, ino, (const char *)k + 16, kl - 16);
+			if (ino != last)
+				f->notify(f->notify_ctx, ino, NULL, 0);
+			last = ino;
+		}
+	}
+}
+
+/* ---- member calls (X1, X2) ---- */
+
+/* X2: under tx->mu.  Releases the engine transaction and the write set. */
+static void doom(fs_tx *tx, int why, const char *reason)
+{
+	if (tx->state != FS_TX_ACTIVE)
+		return;
+	if (tx->t)
+		(void)tp_abort(tx->t);
+	tx->t = NULL;
+	tx->why = why;
+	snprintf(tx->reason, sizeof tx->reason, "%s", reason);
+	__atomic_store_n(&tx->state, FS_TX_DOOMED, __ATOMIC_RELEASE);
+}
+
+int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
+{
+	int rc;
+	fs_ws *dropped = NULL;
+	pthread_mutex_lock(&tx->mu);
+	if (tx->state == FS_TX_ENDED) { /* X4: ended while we waited: a plain call now */
+		pthread_mutex_unlock(&tx->mu);
+		fs_caller plain = {0};
+		return fs_run(f, &plain, wr, fn, arg);
+	}
+	if (tx->state == FS_TX_DOOMED) {
+		rc = tx->why;
+		pthread_mutex_unlock(&tx->mu);
+		return rc;
+	}
+	tx->calls++;
+	ws_call_begin(tx->ws);
+	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr};
+	__atomic_store_n(&tx->wait_since_ns, now_ns(), __ATOMIC_RELAXED);
+	rc = fn(&op, arg);
+	__atomic_store_n(&tx->wait_since_ns, 0, __ATOMIC_RELAXED);
+	ws_call_end(tx->ws, rc != 0);
+	__atomic_store_n(&tx->nrecords, ws_records(tx->ws), __ATOMIC_RELAXED);
+	__atomic_store_n(&tx->nbytes, ws_bytes(tx->ws), __ATOMIC_RELAXED);
+	if (rc == TP_EDEADLOCK || rc == TP_EROLLBACK || rc == TP_ETIMEOUT) {
+		char why[160];
+		snprintf(why, sizeof why, "transaction %" PRIu64 " was chosen as a deadlock victim: nothing was applied",
+			 tx->id);
+		if (rc == TP_ETIMEOUT)
+			snprintf(why, sizeof why, "transaction %" PRIu64 " waited too long for a lock: nothing was applied",
+				 tx->id);
+		doom(tx, EDEADLK, why);
+		dropped = tx->ws;
+		tx->ws = NULL;
+		rc = EDEADLK;
+	}
+	pthread_mutex_unlock(&tx->mu);
+	if (dropped) {
+		notify_all(f, dropped);
+		ws_destroy(dropped);
+	}
+	return rc;
+}
+
+/* ---- commit (X3) ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Every inode the write set concerns, sorted, distinct. */
+static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
+{
+	size_t cap = 64, m = 0;
+	uint64_t *v = malloc(cap * sizeof *v);
+	if (!v)
+		return ENOMEM;
+	for (int tree = WS_INODE; tree < WS_NTREES; tree++)
+		for (ws_node *nd = ws_seek(ws, tree, "", 0, 0); nd; nd = ws_next(ws, nd)) {
+			size_t kl;
+			const unsigned char *k = ws_node_key(nd, &kl);
+			uint64_t ino;
+			if (kl < 8)
+				continue;
+			if (tree == WS_INODE || tree == WS_ORPHAN || tree == WS_DELTA)
+				memcpy(&ino, k, 8);
+			else
+				ino = fs_getbe64(k);
+			if (m && v[m - 1] == ino)
+				continue;
+			if (m == cap) {
+				uint64_t *w = realloc(v, 2 * cap * sizeof *v);
+				if (!w) {
+					free(v);
+					return ENOMEM;
+				}
+				v = w;
+				cap *= 2;
+			}
+			v[m++] = ino;
+		}
+	qsort(v, m, sizeof *v, cmp_u64);
+	size_t d = 0;
+	for (size_t i = 0; i < m; i++)
+		if (d == 0 || v[d - 1] != v[i])
+			v[d++] = v[i];
+	*out = v;
+	*n = d;
+	return 0;
+}
+
+static int apply(fs_tx *tx)
+{
+	fs *f = tx->f;
+	fs_ws *ws = tx->ws;
+	uint64_t *inos = NULL;
+	size_t n = 0, cap = 0;
+	unsigned char *buf = NULL;
+	int rc;
+	fs_op op = {.f = f, .t = tx->t, .wr = 1}; /* a plain writer's view: the store */
+
+	if ((rc = touched_inodes(ws, &inos, &n)) != 0)
+		return rc;
+	for (size_t i = 0; i < n; i++) { /* X3: ascending, like every plain call */
+		unsigned char name[9] = {'I'};
+		fs_be64(name + 1, inos[i]);
+		if ((rc = tp_lock(tx->t, name, sizeof name, TP_LOCK_X)) != 0)
+			goto out;
+	}
+	/* the records */
+	for (int tree = WS_INODE; tree <= WS_ORPHAN; tree++)
+		for (ws_node *nd = ws_seek(ws, tree, "", 0, 0); nd; nd = ws_next(ws, nd)) {
+			size_t kl, vl;
+			const unsigned char *k = ws_node_key(nd, &kl);
+			if (ws_node_is_del(nd)) {
+				rc = tp_del(tx->t, fs_tree(f, tree), k, kl);
+				if (rc == TP_ENOTFOUND) /* put and deleted again: never in the store */
+					rc = 0;
+				if (rc)
+					goto out;
+				continue;
+			}
+			ws_node_value(ws, nd, NULL, 0, &vl);
+			if (vl > cap) {
+				unsigned char *b = realloc(buf, vl);
+				if (!b) {
+					rc = ENOMEM;
+					goto out;
+				}
+				buf = b;
+				cap = vl;
+			}
+			if ((rc = ws_node_value(ws, nd, buf, cap, &vl)) != 0 ||
+			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, 0)) != 0)
+				goto out;
+		}
+	/* directories' deltas, on their committed records */
+	for (ws_node *nd = ws_seek(ws, WS_DELTA, "", 0, 0); nd; nd = ws_next(ws, nd)) {
+		ws_delta d;
+		size_t kl, vl;
+		const unsigned char *k = ws_node_key(nd, &kl);
+		uint64_t ino;
+		fs_inode dir;
+		if (ws_node_is_del(nd) || kl != 8 || (rc = ws_node_value(ws, nd, &d, sizeof d, &vl)) != 0)
+			continue;
+		if (vl != sizeof d || (!d.nlink && !d.touched))
+			continue;
+		memcpy(&ino, k, 8);
+		if ((rc = fs_iget(&op, ino, &dir)) == ENOENT) {
+			rc = 0; /* removed by this transaction */
+			continue;
+		}
+		if (rc)
+			goto out;
+		dir.nlink = (uint32_t)((int64_t)dir.nlink + d.nlink);
+		if (d.touched) {
+			struct timespec ts = {.tv_sec = d.sec, .tv_nsec = d.nsec};
+			if (ts.tv_sec > dir.mtime.tv_sec || (ts.tv_sec == dir.mtime.tv_sec && ts.tv_nsec > dir.mtime.tv_nsec))
+				dir.mtime = ts;
+			if (ts.tv_sec > dir.ctime.tv_sec || (ts.tv_sec == dir.ctime.tv_sec && ts.tv_nsec > dir.ctime.tv_nsec))
+				dir.ctime = ts;
+		}
+		if ((rc = fs_iput(&op, &dir)) != 0)
+			goto out;
+	}
+	/* orphans whose last reference went before commit (F3) */
+	for (ws_node *nd = ws_seek(ws, WS_ORPHAN, "", 0, 0); nd; nd = ws_next(ws, nd)) {
+		size_t kl;
+		const unsigned char *k = ws_node_key(nd, &kl);
+		uint64_t ino;
+		if (ws_node_is_del(nd) || kl != 8)
+			continue;
+		memcpy(&ino, k, 8);
+		if (!fs_is_referenced(f, ino) && (rc = fs_ifree(&op, ino)) != 0)
+			goto out;
+	}
+out:
+	free(buf);
+	free(inos);
+	return rc;
+}
+
+static const char *commit_failure(int e)
+{
+	switch (e) {
+	case ENOSPC: return "no space left on the store";
+	case EDEADLK: return "it lost a deadlock while committing";
+	case EIO: return "an I/O error on the store";
+	case ENOMEM: return "out of memory";
+	default: return strerror(e);
+	}
+}
+
+int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
+{
+	fs *f = tx->f;
+	fs_ws *ws;
+	int rc;
+	pthread_mutex_lock(&tx->mu);
+	if (tx->state == FS_TX_ENDED) {
+		pthread_mutex_unlock(&tx->mu);
+		snprintf(msg, size, "transaction %" PRIu64 " has ended already", tx->id);
+		return -ESRCH;
+	}
+	if (tx->state == FS_TX_DOOMED) {
+		rc = tx->why;
+		snprintf(msg, size, "%s", tx->reason);
+		tx->state = FS_TX_ENDED;
+		pthread_mutex_unlock(&tx->mu);
+		unlist(tx);
+		history_add(f, tx, "failed to commit: %s", tx->reason);
+		return -rc;
+	}
+	rc = apply(tx);
+	if (rc == 0)
+		rc = tp_commit(tx->t, 0); /* durable on return */
+	else
+		(void)tp_abort(tx->t);
+	tx->t = NULL;
+	ws = tx->ws;
+	tx->ws = NULL;
+	__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);
+	uint64_t calls = tx->calls;
+	pthread_mutex_unlock(&tx->mu);
+	unlist(tx); /* X4 */
+	int e = -fs_errno(rc);
+	if (rc == 0) {
+		snprintf(msg, size, "transaction %" PRIu64 " committed (%" PRIu64 " calls, %" PRIu64 " records, %" PRIu64
+				    " bytes)",
+			 tx->id, calls, ws_records(ws), ws_bytes(ws));
+		history_add(f, tx, "committed");
+	} else {
+		if (rc == TP_EDEADLOCK || rc == TP_EROLLBACK)
+			e = EDEADLK;
+		snprintf(msg, size, "transaction %" PRIu64 " failed to commit: %s (%s); nothing was applied", tx->id,
+			 commit_failure(e), tp_errmsg());
+		history_add(f, tx, "failed to commit: %s", commit_failure(e));
+	}
+	notify_all(f, ws);
+	ws_destroy(ws);
+	return -e;
+}
+
+void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end)
+{
+	fs *f = tx->f;
+	fs_ws *ws = NULL;
+	pthread_mutex_lock(&tx->mu);
+	int was = tx->state;
+	if (was == FS_TX_ACTIVE) {
+		doom(tx, why, reason);
+		ws = tx->ws;
+		tx->ws = NULL;
+	}
+	if (end && was != FS_TX_ENDED)
+		__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&tx->mu);
+	if (end && was != FS_TX_ENDED) {
+		unlist(tx);
+		history_add(f, tx, "aborted: %s", was == FS_TX_DOOMED ? tx->reason : reason);
+	}
+	notify_all(f, ws);
+	ws_destroy(ws);
+}
+
+void fs_tx_abort_all(fs *f, const char *reason)
+{
+	for (;;) {
+		pthread_mutex_lock(&f->txmu);
+		fs_tx *tx = f->txs;
+		if (tx)
+			tx->refs++;
+		pthread_mutex_unlock(&f->txmu);
+		if (!tx)
+			return;
+		fs_tx_abort(tx, ECONNABORTED, reason, 1);
+		fs_tx_put(tx);
+	}
+}
+
+/* ---- reports ---- */
+
+typedef struct outbuf {
+	char *p;
+	size_t size, len;
+} outbuf;
+
+static void out(outbuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(outbuf *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(o->p + (o->len < o->size ? o->len : o->size), o->len < o->size ? o->size - o->len : 0, fmt,
+			  ap);
+	va_end(ap);
+	if (n > 0)
+		o->len += (size_t)n;
+}
+
+static void json_str(outbuf *o, const char *s)
+{
+	out(o, "\"");
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			out(o, "\\%c", ch);
+		else if (ch < 0x20)
+			out(o, "\\u%04x", ch);
+		else
+			out(o, "%c", ch);
+	}
+	out(o, "\"");
+}
+
+static const char *state_name(int s) { return s == FS_TX_ACTIVE ? "active" : s == FS_TX_DOOMED ? "doomed" : "ended"; }
+
+static const char *reason_code(const fs_tx *tx)
+{
+	if (tx->state != FS_TX_DOOMED)
+		return "";
+	return tx->why == EDEADLK ? "deadlock" : tx->why == ECONNABORTED ? "killed" : "error";
+}
+
+/* Under f->txmu: what tx's status shows.  The write-set figures are read
+ * without tx->mu: counters kept after each call. */
+static void report_one(outbuf *o, fs_tx *tx, int json, int first)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t age_ms = (uint64_t)((now.tv_sec - tx->born.tv_sec) * 1000 + (now.tv_nsec - tx->born.tv_nsec) / 1000000);
+	uint64_t records = __atomic_load_n(&tx->nrecords, __ATOMIC_RELAXED);
+	uint64_t bytes = __atomic_load_n(&tx->nbytes, __ATOMIC_RELAXED);
+	uint64_t since = __atomic_load_n(&tx->wait_since_ns, __ATOMIC_RELAXED);
+	uint64_t waited_ms = since ? (now_ns() - since) / 1000000 : 0;
+	char waiting[96] = "";
+	if (since && waited_ms >= 20)
+		snprintf(waiting, sizeof waiting, "a call has waited %" PRIu64 " ms (for a lock held by another transaction)",
+			 waited_ms);
+	if (json) {
+		out(o, "%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"reason\":\"%s\",\"message\":", first ? "" : ",", tx->id,
+		    state_name(tx->state), reason_code(tx));
+		json_str(o, tx->state == FS_TX_DOOMED ? tx->reason : "");
+		out(o, ",\"pid\":%d,\"comm\":", (int)tx->pid);
+		json_str(o, tx->comm);
+		out(o, ",\"uid\":%u,\"age_ms\":%" PRIu64 ",\"members\":[", (unsigned)tx->uid, age_ms);
+		for (int i = 0; i < tx->nmembers; i++)
+			out(o, "%s%d", i ? "," : "", (int)tx->members[i]);
+		out(o, "],\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"waiting\":", tx->calls,
+		    records, bytes);
+		if (waiting[0])
+			json_str(o, waiting);
+		else
+			out(o, "null");
+		out(o, "}");
+		return;
+	}
+	out(o, "transaction %" PRIu64 " (%s)\n", tx->id, state_name(tx->state));
+	if (tx->state == FS_TX_DOOMED)
+		out(o, "  doomed       %s\n", tx->reason);
+	out(o, "  bound to     process %d (%s), uid %u\n", (int)tx->pid, tx->comm, (unsigned)tx->uid);
+	out(o, "  age          %" PRIu64 ".%03" PRIu64 " s\n", age_ms / 1000, age_ms % 1000);
+	out(o, "  members      ");
+	for (int i = 0; i < tx->nmembers; i++)
+		out(o, "%s%d", i ? " " : "", (int)tx->members[i]);
+	out(o, "%s\n", tx->nmembers ? "" : "(none seen yet)");
+	out(o, "  calls        %" PRIu64 "\n", tx->calls);
+	out(o, "  write set    %" PRIu64 " records, %" PRIu64 " bytes written\n", records, bytes);
+	out(o, "  waiting      %s\n", waiting[0] ? waiting : "no");
+}
+
+int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size)
+{
+	outbuf o = {buf, size, 0};
+	int n = 0;
+	if (size)
+		buf[0] = 0;
+	if (json)
+		out(&o, "{\"transactions\":[");
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *tx = f->txs; tx; tx = tx->next) {
+		if (only ? tx != only : (uid != 0 && tx->uid != uid))
+			continue;
+		report_one(&o, tx, json, n == 0);
+		n++;
+	}
+	if (only && !only->listed) {
+		report_one(&o, only, json, n == 0);
+		n++;
+	}
+	pthread_mutex_unlock(&f->txmu);
+	if (json)
+		out(&o, "]}\n");
+	else if (!n)
+		out(&o, "no open transactions\n");
+	return o.len < size ? (int)o.len : -ERANGE;
+}
+
+void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size)
+{
+	outbuf o = {buf, size, 0};
+	time_t now = time(NULL);
+	if (size)
+		buf[0] = 0;
+	pthread_mutex_lock(&f->txmu);
+	unsigned from = f->nhistory > 16 ? f->nhistory - 16 : 0;
+	for (unsigned i = f->nhistory; i-- > from;) {
+		const char *h = f->history[i % 16];
+		unsigned hu;
+		long long when;
+		int skip;
+		if (sscanf(h, "%u %lld %n", &hu, &when, &skip) != 2 || (uid != 0 && hu != uid))
+			continue;
+		out(&o, "%s (%lld s ago)", h + skip, (long long)(now - when));
+		break; /* the latest is what the user asks about */
+	}
+	pthread_mutex_unlock(&f->txmu);
+}

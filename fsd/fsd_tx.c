@@ -1,0 +1,599 @@
+/*
+ * fsd_tx -- tpfsd's side of user transactions: which process belongs to
+ * which transaction, the control channel (tools/tpfs_tx_proto.h), the end
+ * of a transaction whose process exited, and the kernel-cache coherence
+ * the transactions need (DESIGN.md 3).
+ *
+ * Binding.  A transaction is bound to one process (the shell of txbegin,
+ * txrun itself, a program using the client library).  A request belongs to
+ * the transaction of the nearest process, among the requesting thread's
+ * process and its ancestors, that is bound.  Processes are known by pid and
+ * start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
+ * transaction.  With no transaction open on the mount, a request costs one
+ * atomic load (fs_tx_count); otherwise the answer is cached per thread id
+ * and generation of the transaction table, checked against the thread's
+ * start time.
+ *
+ * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
+ * exits, its transaction is aborted and ended (txstatus of the next shell
+ * says so: fs_tx_history).
+ *
+ * Caches (C1-C4; what each reply lets the kernel keep is decided in
+ * fsd_ops.c, H4):
+ *   C1  While any transaction is open, every entry, negative entry and
+ *       attribute reply carries a zero timeout, so nothing cached can
+ *       outlive a change of view.
+ *   C2  A member's open is direct I/O: its reads and writes never pass
+ *       through, nor fill, the shared page cache.  (So a shared mmap of a
+ *       file opened in a transaction fails with ENODEV; a private one
+ *       reads the transaction's view, and its pages are dropped with the
+ *       rest at the end: C4.)
+ *   C3  After a member's change is answered, the daemon invalidates what
+ *       the kernel may have updated in place from that reply (sizes after
+ *       writes, attributes, moved names): fsd_changed.
+ *   C4  At commit and abort every inode and name the write set touched is
+ *       invalidated before txcommit/txabort returns (fs_tx.c X4).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "fsd_int.h"
+#include "tpfs_tx_proto.h"
+
+#define CACHE_SLOTS 1024
+#define MAX_DEPTH 128
+#define MAX_BOUND 1024
+
+typedef struct cache_ent {
+	pid_t tid;
+	uint64_t start, gen, txid; /* txid 0: no transaction */
+} cache_ent;
+
+typedef struct bound {
+	int fd; /* pidfd */
+	uint64_t txid;
+} bound;
+
+struct fsd_txs {
+	fsd *d;
+	struct fuse_session *se;
+	pthread_mutex_t mu;     /* cache, bound */
+	cache_ent cache[CACHE_SLOTS];
+	bound b[MAX_BOUND];
+	int nb;
+	int evfd;               /* wakes the reaper */
+	int stop;
+	pthread_t reaper;
+	int running;
+};
+
+/* ---- processes ---- */
+
+typedef struct proc {
+	pid_t pid, ppid;
+	uint64_t start;
+	char comm[32];
+} proc;
+
+/* /proc/PID/stat: "pid (comm) state ppid ... starttime(22) ..." */
+static int proc_read(pid_t pid, proc *p)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return errno ? errno : ESRCH;
+	size_t n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+	if (!l || !r || r < l)
+		return ESRCH;
+	size_t cl = (size_t)(r - l - 1);
+	if (cl >= sizeof p->comm)
+		cl = sizeof p->comm - 1;
+	memcpy(p->comm, l + 1, cl);
+	p->comm[cl] = 0;
+	p->pid = pid;
+	char *s = r + 2, *save = NULL;
+	int field = 3;
+	for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
+		if (field == 4)
+			p->ppid = (pid_t)strtol(tok, NULL, 10);
+		if (field == 22) {
+			p->start = strtoull(tok, NULL, 10);
+			return 0;
+		}
+	}
+	return ESRCH;
+}
+
+/* A line "Key:\t<number>..." of /proc/PID/status. */
+static int proc_status_num(pid_t pid, const char *key, long *out)
+{
+	char path[64], line[256];
+	size_t kl = strlen(key);
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return ESRCH;
+	int rc = ESRCH;
+	while (fgets(line, sizeof line, fp))
+		if (!strncmp(line, key, kl) && line[kl] == ':') {
+			*out = strtol(line + kl + 1, NULL, 10);
+			rc = 0;
+			break;
+		}
+	fclose(fp);
+	return rc;
+}
+
+/* The process (thread group) of thread tid, and its ancestors: chain[0] is
+ * the process itself. */
+static int ancestry(pid_t tid, proc *chain, int *n)
+{
+	long tgid;
+	int rc;
+	*n = 0;
+	if (tid <= 0)
+		return ESRCH;
+	if ((rc = proc_status_num(tid, "Tgid", &tgid)) != 0)
+		return rc;
+	pid_t pid = (pid_t)tgid;
+	while (pid > 0 && *n < MAX_DEPTH) {
+		if ((rc = proc_read(pid, &chain[*n])) != 0)
+			return *n ? 0 : rc;
+		pid = chain[*n].ppid;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* The transaction of the nearest bound process of the chain (a reference),
+ * its index in *at; NULL if none. */
+static fs_tx *chain_tx(fsd *d, const proc *chain, int n, int *at)
+{
+	for (int i = 0; i < n; i++) {
+		fs_tx *tx = fs_tx_of(d->fs, chain[i].pid, chain[i].start);
+		if (tx) {
+			if (at)
+				*at = i;
+			return tx;
+		}
+	}
+	return NULL;
+}
+
+static fs_tx *resolve(fsd *d, pid_t tid)
+{
+	struct fsd_txs *x = d->txs;
+	proc self, chain[MAX_DEPTH];
+	int n;
+	uint64_t gen = fs_tx_gen(d->fs);
+	if (tid <= 0 || proc_read(tid, &self) != 0)
+		return NULL;
+	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
+	pthread_mutex_lock(&x->mu);
+	if (e->tid == tid && e->start == self.start && e->gen == gen) {
+		uint64_t id = e->txid;
+		pthread_mutex_unlock(&x->mu);
+		return id ? fs_tx_by_id(d->fs, id) : NULL;
+	}
+	pthread_mutex_unlock(&x->mu);
+	fs_tx *tx = NULL;
+	if (ancestry(tid, chain, &n) == 0)
+		tx = chain_tx(d, chain, n, NULL);
+	pthread_mutex_lock(&x->mu);
+	*e = (cache_ent){.tid = tid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0};
+	pthread_mutex_unlock(&x->mu);
+	if (tx)
+		fs_tx_member(tx, n ? chain[0].pid : tid);
+	return tx;
+}
+
+fs_caller fsd_caller(fuse_req_t req)
+{
+	const struct fuse_ctx *x = fuse_req_ctx(req);
+	fsd *d = fuse_req_userdata(req);
+	fs_caller c = {.uid = x->uid, .gid = x->gid, .pid = x->pid, .umask = x->umask};
+	if (fs_tx_count(d->fs) > 0 && d->txs) /* nothing measurable when no transaction is open */
+		c.tx = resolve(d, x->pid);
+	return c;
+}
+
+void fsd_caller_end(fs_caller *c)
+{
+	fs_tx_put(c->tx);
+	c->tx = NULL;
+}
+
+/* ---- cache coherence (C3, C4) ---- */
+
+static void notify(void *ctx, uint64_t ino, const char *name, size_t len)
+{
+	struct fsd_txs *x = ctx;
+	if (!x->se || x->stop)
+		return;
+	if (name)
+		(void)fuse_lowlevel_notify_inval_entry(x->se, ino, name, len);
+	else
+		(void)fuse_lowlevel_notify_inval_inode(x->se, ino, 0, 0);
+}
+
+void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name)
+{
+	if (!c->tx || !d->txs)
+		return;
+	if (ino)
+		notify(d->txs, ino, NULL, 0);
+	if (parent)
+		notify(d->txs, parent, NULL, 0);
+	if (parent && name)
+		notify(d->txs, parent, name, strlen(name));
+}
+
+/* ---- the reaper ---- */
+
+static int pidfd_open_(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static void wake(struct fsd_txs *x)
+{
+	uint64_t one = 1;
+	if (write(x->evfd, &one, sizeof one) < 0) {
+		/* a full counter wakes the reaper anyway */
+	}
+}
+
+static void *reaper(void *arg)
+{
+	struct fsd_txs *x = arg;
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		struct pollfd p[MAX_BOUND + 1];
+		uint64_t ids[MAX_BOUND];
+		int n = 0;
+		pthread_mutex_lock(&x->mu);
+		if (x->stop) {
+			pthread_mutex_unlock(&x->mu);
+			return NULL;
+		}
+		/* forget the bindings of transactions that ended */
+		for (int i = 0; i < x->nb;) {
+			fs_tx *tx = fs_tx_by_id(x->d->fs, x->b[i].txid);
+			if (!tx) {
+				close(x->b[i].fd);
+				x->b[i] = x->b[--x->nb];
+				continue;
+			}
+			fs_tx_put(tx);
+			i++;
+		}
+		for (int i = 0; i < x->nb; i++) {
+			p[n] = (struct pollfd){.fd = x->b[i].fd, .events = POLLIN};
+			ids[n++] = x->b[i].txid;
+		}
+		pthread_mutex_unlock(&x->mu);
+		p[n] = (struct pollfd){.fd = x->evfd, .events = POLLIN};
+		if (poll(p, (nfds_t)n + 1, 1000) < 0)
+			continue;
+		if (p[n].revents) {
+			uint64_t v;
+			if (read(x->evfd, &v, sizeof v) < 0) {
+				/* nothing to read: woken anyway */
+			}
+		}
+		for (int i = 0; i < n; i++) {
+			if (!p[i].revents)
+				continue;
+			fs_tx *tx = fs_tx_by_id(x->d->fs, ids[i]);
+			if (!tx)
+				continue;
+			char why[160];
+			snprintf(why, sizeof why, "its process %d exited before txcommit", (int)fs_tx_pid(tx));
+			fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: %s", ids[i], why);
+			fs_tx_abort(tx, ECONNABORTED, why, 1);
+			fs_tx_put(tx);
+		}
+	}
+}
+
+int fsd_tx_start(fsd *d, struct fuse_session *se)
+{
+	struct fsd_txs *x = calloc(1, sizeof *x);
+	int rc;
+	if (!x)
+		return ENOMEM;
+	x->d = d;
+	x->se = se;
+	pthread_mutex_init(&x->mu, NULL);
+	if ((x->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+		rc = errno;
+		free(x);
+		return rc;
+	}
+	if ((rc = pthread_create(&x->reaper, NULL, reaper, x)) != 0) {
+		close(x->evfd);
+		free(x);
+		return rc;
+	}
+	x->running = 1;
+	d->txs = x;
+	fs_set_notify(d->fs, notify, x);
+	return 0;
+}
+
+void fsd_tx_stop(fsd *d)
+{
+	struct fsd_txs *x = d->txs;
+	if (!x)
+		return;
+	fs_tx_abort_all(d->fs, "the file system was unmounted");
+	pthread_mutex_lock(&x->mu);
+	x->stop = 1;
+	pthread_mutex_unlock(&x->mu);
+	wake(x);
+	if (x->running)
+		pthread_join(x->reaper, NULL);
+	fs_set_notify(d->fs, NULL, NULL);
+	for (int i = 0; i < x->nb; i++)
+		close(x->b[i].fd);
+	close(x->evfd);
+	pthread_mutex_destroy(&x->mu);
+	d->txs = NULL;
+	free(x);
+}
+
+/* ---- the control channel (tools/tpfs_tx_proto.h) ---- */
+
+#define ANSWER_MAX (256 * 1024)
+
+static void answer(fuse_req_t req, fsd *d, size_t size, int err, const char *text)
+{
+	char *buf = malloc(ANSWER_MAX);
+	if (!buf) {
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	int n = snprintf(buf, ANSWER_MAX, "%d %s", err, text);
+	size_t len = n < 0 ? 0 : (size_t)n < ANSWER_MAX ? (size_t)n : ANSWER_MAX - 1;
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fsd_reply_err(req, d, -ERANGE);
+	else
+		fuse_reply_buf(req, buf, len);
+	free(buf);
+}
+
+static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
+{
+	const struct fuse_ctx *cx = fuse_req_ctx(req);
+	struct fsd_txs *x = d->txs;
+	proc chain[MAX_DEPTH], tchain[MAX_DEPTH];
+	int n, tn, at;
+	char msg[512];
+	char *end;
+	long target = strtol(arg, &end, 10);
+	if (!*arg || *end || target <= 0) {
+		answer(req, d, size, EINVAL, "begin: no process id given");
+		return;
+	}
+	if (d->readonly) {
+		answer(req, d, size, EROFS, "the file system is mounted read-only");
+		return;
+	}
+	if (ancestry(cx->pid, chain, &n) != 0) {
+		answer(req, d, size, ESRCH, "cannot identify the calling process");
+		return;
+	}
+	int i;
+	for (i = 0; i < n && chain[i].pid != (pid_t)target; i++)
+		;
+	if (i == n) {
+		snprintf(msg, sizeof msg, "process %ld is neither the caller (%d) nor one of its ancestors", target,
+			 (int)chain[0].pid);
+		answer(req, d, size, EPERM, msg);
+		return;
+	}
+	long tuid;
+	if (proc_status_num((pid_t)target, "Uid", &tuid) != 0) {
+		snprintf(msg, sizeof msg, "process %ld has exited", target);
+		answer(req, d, size, ESRCH, msg);
+		return;
+	}
+	if (cx->uid != 0 && (uid_t)tuid != cx->uid) {
+		snprintf(msg, sizeof msg, "process %ld (%s) belongs to uid %ld, not to you (uid %u)", target,
+			 chain[i].comm, tuid, (unsigned)cx->uid);
+		answer(req, d, size, EPERM, msg);
+		return;
+	}
+	/* the target, or an ancestor of it, must not be bound already */
+	tn = n - i;
+	memcpy(tchain, chain + i, (size_t)tn * sizeof *tchain);
+	fs_tx *tx = chain_tx(d, tchain, tn, &at);
+	if (tx) {
+		if (at == 0)
+			snprintf(msg, sizeof msg, "process %ld (%s) is already in transaction %" PRIu64, target,
+				 tchain[0].comm, fs_tx_id(tx));
+		else
+			snprintf(msg, sizeof msg,
+				 "process %ld (%s) is already in transaction %" PRIu64 " of its ancestor %d (%s)", target,
+				 tchain[0].comm, fs_tx_id(tx), (int)tchain[at].pid, tchain[at].comm);
+		fs_tx_put(tx);
+		answer(req, d, size, EBUSY, msg);
+		return;
+	}
+	int fd = pidfd_open_((pid_t)target);
+	if (fd < 0) {
+		snprintf(msg, sizeof msg, "process %ld: %s", target, strerror(errno));
+		answer(req, d, size, errno == ESRCH ? ESRCH : EIO, msg);
+		return;
+	}
+	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, (uid_t)tuid, tchain[0].comm, &tx);
+	if (rc) {
+		close(fd);
+		snprintf(msg, sizeof msg, "cannot begin a transaction: %s", strerror(-rc));
+		answer(req, d, size, -rc, msg);
+		return;
+	}
+	pthread_mutex_lock(&x->mu);
+	if (x->nb < MAX_BOUND) {
+		x->b[x->nb++] = (bound){.fd = fd, .txid = fs_tx_id(tx)};
+		fd = -1;
+	}
+	pthread_mutex_unlock(&x->mu);
+	if (fd >= 0) { /* too many open at once */
+		close(fd);
+		fs_tx_abort(tx, EAGAIN, "too many open transactions", 1);
+		fs_tx_put(tx);
+		answer(req, d, size, EAGAIN, "too many open transactions on this mount");
+		return;
+	}
+	wake(x);
+	fs_tx_member(tx, (pid_t)target);
+	snprintf(msg, sizeof msg, "%" PRIu64, fs_tx_id(tx));
+	fs_tx_put(tx);
+	answer(req, d, size, 0, msg);
+}
+
+/* The caller's transaction, or an ESRCH answer. */
+static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
+{
+	const struct fuse_ctx *cx = fuse_req_ctx(req);
+	proc chain[MAX_DEPTH];
+	int n;
+	fs_tx *tx = NULL;
+	if (ancestry(cx->pid, chain, &n) == 0)
+		tx = chain_tx(d, chain, n, NULL);
+	if (!tx) {
+		char msg[600], hist[300];
+		fs_tx_history(d->fs, cx->uid, hist, sizeof hist);
+		snprintf(msg, sizeof msg, "process %d is in no transaction on this mount%s%s", n ? (int)chain[0].pid : 0,
+			 hist[0] ? "; the last one: " : "", hist);
+		answer(req, d, size, ESRCH, msg);
+	}
+	return tx;
+}
+
+static void ctl_commit(fuse_req_t req, fsd *d, size_t size)
+{
+	char msg[600];
+	fs_tx *tx = callers_tx(req, d, size);
+	if (!tx)
+		return;
+	int rc = fs_tx_commit(tx, msg, sizeof msg);
+	fs_tx_put(tx);
+	wake(d->txs);
+	answer(req, d, size, -rc, msg);
+}
+
+static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
+{
+	const struct fuse_ctx *cx = fuse_req_ctx(req);
+	char msg[400];
+	fs_tx *tx;
+	int by_id = *arg != 0;
+	if (by_id) {
+		char *end;
+		unsigned long long id = strtoull(arg + 1, &end, 10);
+		if (*arg != '.' || *end || !id || !(tx = fs_tx_by_id(d->fs, id))) {
+			snprintf(msg, sizeof msg, "no open transaction %s", arg + (*arg == '.'));
+			answer(req, d, size, ESRCH, msg);
+			return;
+		}
+		if (cx->uid != 0 && fs_tx_uid(tx) != cx->uid) {
+			snprintf(msg, sizeof msg, "transaction %llu belongs to uid %u, not to you (uid %u)", id,
+				 (unsigned)fs_tx_uid(tx), (unsigned)cx->uid);
+			fs_tx_put(tx);
+			answer(req, d, size, EPERM, msg);
+			return;
+		}
+	} else if (!(tx = callers_tx(req, d, size))) {
+		return;
+	}
+	/* the owner's own abort ends it; someone else's leaves it doomed, bound,
+	 * so that the owner's txcommit says what happened */
+	int own = !by_id;
+	if (by_id) {
+		proc chain[MAX_DEPTH];
+		int n;
+		fs_tx *mine = ancestry(cx->pid, chain, &n) == 0 ? chain_tx(d, chain, n, NULL) : NULL;
+		own = mine == tx;
+		fs_tx_put(mine);
+	}
+	char why[160];
+	snprintf(why, sizeof why, "transaction %" PRIu64 " was aborted by uid %u (txabort --id)", fs_tx_id(tx),
+		 (unsigned)cx->uid);
+	int was = fs_tx_state(tx);
+	fs_tx_abort(tx, ECONNABORTED, why, own);
+	snprintf(msg, sizeof msg, "transaction %" PRIu64 " aborted%s", fs_tx_id(tx),
+		 was == FS_TX_DOOMED ? " (it had been doomed already)" : "");
+	fs_tx_put(tx);
+	wake(d->txs);
+	answer(req, d, size, 0, msg);
+}
+
+static void ctl_status(fuse_req_t req, fsd *d, size_t size, const char *arg)
+{
+	const struct fuse_ctx *cx = fuse_req_ctx(req);
+	int all = strstr(arg, ".all") != NULL, json = strstr(arg, ".json") != NULL;
+	fs_tx *tx = NULL;
+	char *buf;
+	if (!all && !(tx = callers_tx(req, d, size)))
+		return;
+	if (!(buf = malloc(ANSWER_MAX - 64))) {
+		fs_tx_put(tx);
+		fsd_reply_err(req, d, -ENOMEM);
+		return;
+	}
+	int rc = fs_tx_report(d->fs, tx, cx->uid, json, buf, ANSWER_MAX - 64);
+	fs_tx_put(tx);
+	if (rc < 0)
+		answer(req, d, size, EOVERFLOW, "too many transactions to list");
+	else
+		answer(req, d, size, 0, buf);
+	free(buf);
+}
+
+int fsd_is_tx_control(fuse_ino_t ino, const char *name)
+{
+	return ino == FUSE_ROOT_ID && !strncmp(name, TPFS_TX_PREFIX, strlen(TPFS_TX_PREFIX));
+}
+
+void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
+{
+	if (!d->txs) {
+		answer(req, d, size, ENOTSUP, "transactions are not available on this mount");
+		return;
+	}
+	if (!strncmp(name, TPFS_TX_BEGIN, strlen(TPFS_TX_BEGIN)))
+		ctl_begin(req, d, size, name + strlen(TPFS_TX_BEGIN));
+	else if (!strcmp(name, TPFS_TX_COMMIT))
+		ctl_commit(req, d, size);
+	else if (!strncmp(name, TPFS_TX_ABORT, strlen(TPFS_TX_ABORT)))
+		ctl_abort(req, d, size, name + strlen(TPFS_TX_ABORT));
+	else if (!strncmp(name, TPFS_TX_STATUS, strlen(TPFS_TX_STATUS)))
+		ctl_status(req, d, size, name + strlen(TPFS_TX_STATUS));
+	else
+		answer(req, d, size, EINVAL, "unknown transaction request");
+}
