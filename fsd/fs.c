@@ -19,6 +19,20 @@
  *   F4  Durability is lazy: calls commit without waiting for the log, and
  *       fs_tick (every commit_interval) or fs_sync makes them durable; with
  *       -o sync every call commits durably.
+ *   F5  Two levels of locks.  "I" locks (above) keep calls atomic against
+ *       each other for their duration.  Transaction-level locks -- "U"+ino
+ *       on inodes (S to read, X to change; IS/IX on a directory whose
+ *       entries are read or changed, S on one that is listed) and
+ *       "N"+parent+name on entries -- are held by user transactions to
+ *       their end (strict 2PL, fs_tx.c) and taken by plain calls that
+ *       change something for the call only, so a plain writer waits for
+ *       a transaction it conflicts with; plain readers take none and never
+ *       wait for a transaction (they read the committed store).  A
+ *       member's getattr and lookup lock a directory in IS only: its link
+ *       count and times change by deltas (fs_dir_touch), not as reads
+ *       that other transactions' creates would conflict with.  Deadlocks
+ *       between the two levels are possible and detected: a plain call is
+ *       retried, a transaction doomed (fs_tx.c X2).
  */
 #include "fs_int.h"
 
@@ -586,8 +600,14 @@ static int getattr_fn(fs_op *op, void *arg)
 	getattr_arg *a = arg;
 	fs_inode in;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if (op->tx) { /* F5: a directory's attributes are read under IS, a file's under S */
+		if ((rc = fs_lock(op, a->ino, TP_LOCK_IS)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+			return rc;
+		if (!S_ISDIR(in.mode) && ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0))
+			return rc;
+	} else if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0) {
 		return rc;
+	}
 	fs_iattr(op->f, &in, a->out);
 	return 0;
 }

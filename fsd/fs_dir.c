@@ -165,19 +165,21 @@ static int lookup_fn(fs_op *op, void *arg)
 	name_arg *a = arg;
 	fs_inode p, in;
 	uint64_t ino;
+	unsigned type;
 	int rc;
 	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_S)) != 0 ||
 	    (rc = fs_ilock_all(op, &a->parent, 1, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
 		return rc;
 	if (!S_ISDIR(p.mode))
 		return ENOTDIR;
-	if ((rc = dir_get(op, a->parent, a->name, a->len, &ino, NULL)) != 0)
+	if ((rc = dir_get(op, a->parent, a->name, a->len, &ino, &type)) != 0)
 		return rc;
 	/* a consistent read of the child: locked after its directory only when
 	 * that keeps the order; otherwise the entry's inode is read unlocked,
 	 * which the engine's latches keep physically consistent.  A member
 	 * always locks it: what it read must not change before it commits. */
-	if ((ino > a->parent || op->tx) && (rc = fs_lock(op, ino, TP_LOCK_S)) != 0)
+	if ((ino > a->parent || op->tx) &&
+	    (rc = fs_lock(op, ino, op->tx && type == DT_DIR ? TP_LOCK_IS : TP_LOCK_S)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, ino, &in)) != 0)
 		return rc == ENOENT ? TP_ECORRUPT : rc;

@@ -59,7 +59,7 @@ struct fs {
 	fs_tx *txs;                 /* open ones (active or doomed) */
 	int ntx;                    /* how many: read without txmu as a hint */
 	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */
-	char history[16][240];      /* how the last transactions ended */
+	char history[16][400];      /* how the last transactions ended */
 	unsigned nhistory;
 	fs_notify_fn notify;        /* cache invalidation (fsd) */
 	void *notify_ctx;

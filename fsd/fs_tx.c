@@ -66,6 +66,7 @@ struct fs_tx {
 	char reason[160];
 	tp_txn *t;               /* under mu; NULL once ended or doomed */
 	fs_ws *ws;               /* under mu */
+	fs_ws *dropped;          /* under mu: a doomed call's write set, invalidated when the transaction ends */
 	uint64_t calls;
 	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
 	pid_t members[TX_MEMBERS]; /* under txmu */
@@ -107,7 +108,7 @@ static void history_add(fs *f, const fs_tx *tx, const char *fmt, ...)
 	pthread_mutex_lock(&f->txmu);
 	char *h = f->history[f->nhistory++ % 16];
 	/* uid first, so fs_tx_history can filter */
-	snprintf(h, 240, "%u %lld transaction %" PRIu64 " (process %d, %s) %s", (unsigned)tx->uid,
+	snprintf(h, sizeof f->history[0], "%u %lld transaction %" PRIu64 " (process %d, %s) %s", (unsigned)tx->uid,
 		 (long long)time(NULL), tx->id, (int)tx->pid, tx->comm, what);
 	pthread_mutex_unlock(&f->txmu);
 }
@@ -215,6 +216,7 @@ void fs_tx_put(fs_tx *tx)
 	if (!last)
 		return;
 	ws_destroy(tx->ws);
+	ws_destroy(tx->dropped);
 	pthread_mutex_destroy(&tx->mu);
 	free(tx);
 }
@@ -280,7 +282,6 @@ static void doom(fs_tx *tx, int why, const char *reason)
 int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
 {
 	int rc;
-	fs_ws *dropped = NULL;
 	pthread_mutex_lock(&tx->mu);
 	if (tx->state == FS_TX_ENDED) { /* X4: ended while we waited: a plain call now */
 		pthread_mutex_unlock(&tx->mu);
@@ -309,15 +310,14 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 			snprintf(why, sizeof why, "transaction %" PRIu64 " waited too long for a lock: nothing was applied",
 				 tx->id);
 		doom(tx, EDEADLK, why);
-		dropped = tx->ws;
+		/* not invalidated here: the kernel may hold a directory lock
+		 * for this very request, which an invalidation of a name in it
+		 * would wait for (X4 does it when the transaction ends) */
+		tx->dropped = tx->ws;
 		tx->ws = NULL;
 		rc = EDEADLK;
 	}
 	pthread_mutex_unlock(&tx->mu);
-	if (dropped) {
-		notify_all(f, dropped);
-		ws_destroy(dropped);
-	}
 	return rc;
 }
 
@@ -487,9 +487,13 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		rc = tx->why;
 		snprintf(msg, size, "%s", tx->reason);
 		tx->state = FS_TX_ENDED;
+		ws = tx->dropped;
+		tx->dropped = NULL;
 		pthread_mutex_unlock(&tx->mu);
 		unlist(tx);
 		history_add(f, tx, "failed to commit: %s", tx->reason);
+		notify_all(f, ws);
+		ws_destroy(ws);
 		return -rc;
 	}
 	rc = apply(tx);
@@ -533,9 +537,15 @@ void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end)
 		ws = tx->ws;
 		tx->ws = NULL;
 	}
-	if (end && was != FS_TX_ENDED)
+	fs_ws *dropped = NULL;
+	if (end && was != FS_TX_ENDED) {
 		__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);
+		dropped = tx->dropped;
+		tx->dropped = NULL;
+	}
 	pthread_mutex_unlock(&tx->mu);
+	notify_all(f, dropped);
+	ws_destroy(dropped);
 	if (end && was != FS_TX_ENDED) {
 		unlist(tx);
 		history_add(f, tx, "aborted: %s", was == FS_TX_DOOMED ? tx->reason : reason);

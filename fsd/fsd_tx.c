@@ -347,10 +347,10 @@ void fsd_tx_stop(fsd *d)
 	struct fsd_txs *x = d->txs;
 	if (!x)
 		return;
-	fs_tx_abort_all(d->fs, "the file system was unmounted");
 	pthread_mutex_lock(&x->mu);
-	x->stop = 1;
+	x->stop = 1; /* no more invalidations: the session is gone */
 	pthread_mutex_unlock(&x->mu);
+	fs_tx_abort_all(d->fs, "the file system was unmounted");
 	wake(x);
 	if (x->running)
 		pthread_join(x->reaper, NULL);
