@@ -57,6 +57,9 @@ typedef struct fs_caller {
 	pid_t pid;
 	mode_t umask;
 	fs_tx *tx;      /* the caller's user transaction, or NULL */
+	int update;     /* reads through a handle open for writing: a member
+			   locks X at once, so read-then-write never
+			   deadlocks on the upgrade */
 } fs_caller;
 
 typedef struct fs_attr {
@@ -121,7 +124,12 @@ int fs_setattr(fs *f, const fs_caller *c, uint64_t ino, const fs_attr *in, unsig
 
 /* Data */
 int fs_read(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got);
-int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done);
+/* off FS_APPEND: at the end of the file as the caller sees it (O_APPEND:
+ * the kernel's idea of the size may be another view's); *at, if not NULL,
+ * gets the offset written at. */
+#define FS_APPEND UINT64_MAX
+int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done,
+	     uint64_t *at);
 /* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE */
 int fs_fallocate(fs *f, const fs_caller *c, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* SEEK_DATA / SEEK_HOLE */

@@ -199,14 +199,15 @@ typedef struct io_arg {
 	size_t size, done;
 	const void *in;
 	void *out;
+	int append; /* off is found under the lock: the size */
 } io_arg;
 
 static int read_fn(fs_op *op, void *arg)
 {
 	io_arg *a = arg;
 	fs_inode in;
-	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	int rc, mode = op->tx && a->c && a->c->update ? TP_LOCK_X : TP_LOCK_S;
+	if ((rc = fs_lock(op, a->ino, mode)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (S_ISDIR(in.mode))
 		return EISDIR;
@@ -215,7 +216,7 @@ static int read_fn(fs_op *op, void *arg)
 
 int fs_read(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, size_t size, void *buf, size_t *got)
 {
-	io_arg a = {.ino = ino, .off = off, .size = size, .out = buf};
+	io_arg a = {.c = c, .ino = ino, .off = off, .size = size, .out = buf};
 	int rc = fs_errno(fs_run(f, c, FS_RD, read_fn, &a));
 	*got = rc ? 0 : a.done;
 	return rc;
@@ -232,6 +233,8 @@ static int write_fn(fs_op *op, void *arg)
 		return EISDIR;
 	if (!S_ISREG(in.mode))
 		return EINVAL;
+	if (a->append)
+		a->off = in.size;
 	if (a->off >= FS_MAX_FILE || a->size > FS_MAX_FILE - a->off)
 		return EFBIG;
 	if ((rc = fs_data_put(op, &in, a->off, a->in, a->size)) != 0)
@@ -244,15 +247,18 @@ static int write_fn(fs_op *op, void *arg)
 	return 0;
 }
 
-int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done)
+int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *buf, size_t size, size_t *done,
+	     uint64_t *at)
 {
-	io_arg a = {.c = c, .ino = ino, .off = off, .size = size, .in = buf};
+	io_arg a = {.c = c, .ino = ino, .off = off, .size = size, .in = buf, .append = off == FS_APPEND};
 	*done = 0;
 	if (f->opt.readonly)
 		return -EROFS;
 	int rc = fs_errno(fs_run(f, c, FS_WR, write_fn, &a));
 	if (!rc)
 		*done = a.done;
+	if (!rc && at)
+		*at = a.off;
 	return rc;
 }
 

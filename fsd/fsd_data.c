@@ -45,7 +45,7 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	fi->fh = 0;
+	fi->fh = (uint64_t)fi->flags; /* O_APPEND and the access mode, for read and write */
 	fsd_open_flags(d, &c, ino, fi);
 	fsd_caller_end(&c);
 	if (fuse_reply_open(req, fi) != 0) /* H3 */
@@ -68,7 +68,7 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fsd_reply_err(req, d, rc);
 		return;
 	}
-	fi->fh = 0;
+	fi->fh = (uint64_t)fi->flags;
 	fsd_open_flags(d, &c, a.ino, fi);
 	fsd_to_entry(d, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
@@ -92,6 +92,7 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 		return;
 	}
 	fs_caller c = fsd_caller(req);
+	c.update = (fi->fh & O_ACCMODE) != O_RDONLY;
 	if ((rc = fs_read(d->fs, &c, ino, (uint64_t)off, size, buf, &got)) != 0)
 		fsd_reply_err(req, d, rc);
 	else
@@ -129,11 +130,19 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 		data = copy;
 		size = (size_t)n;
 	}
-	if ((rc = fs_write(d->fs, &c, ino, (uint64_t)off, data, size, &done)) != 0) {
+	/* O_APPEND: the offset the kernel chose comes from its idea of the
+	 * size, which may be another transaction's view (C1); the daemon
+	 * appends at the end of the caller's view instead, and has the kernel
+	 * drop what it cached at the wrong place. */
+	int append = (fi->fh & O_APPEND) != 0;
+	uint64_t at = 0;
+	if ((rc = fs_write(d->fs, &c, ino, append ? FS_APPEND : (uint64_t)off, data, size, &done, &at)) != 0) {
 		fsd_reply_err(req, d, rc);
 	} else {
 		fuse_reply_write(req, done);
 		fsd_changed(d, &c, ino, 0, NULL);
+		if (append && at != (uint64_t)off && !c.tx)
+			fsd_drop_cache(d, ino);
 	}
 out:
 	fsd_caller_end(&c);
@@ -220,7 +229,7 @@ void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct
 		size_t n = len - total < FSD_IO_SIZE ? len - total : FSD_IO_SIZE, got = 0, done = 0;
 		if ((rc = fs_read(d->fs, &c, ino_in, (uint64_t)off_in + total, n, buf, &got)) != 0 || got == 0)
 			break;
-		if ((rc = fs_write(d->fs, &c, ino_out, (uint64_t)off_out + total, buf, got, &done)) != 0)
+		if ((rc = fs_write(d->fs, &c, ino_out, (uint64_t)off_out + total, buf, got, &done, NULL)) != 0)
 			break;
 		total += done;
 		if (done < got || got < n)

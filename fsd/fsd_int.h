@@ -19,6 +19,7 @@ fs_caller fsd_caller(fuse_req_t req);
 void fsd_caller_end(fs_caller *c);
 /* C3: after a member's change was answered (fsd_tx.c); 0 / NULL: none. */
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name);
+void fsd_drop_cache(fsd *d, uint64_t ino); /* the inode's attributes and pages */
 /* The control channel of transactions (fsd_tx.c, tools/tpfs_tx_proto.h). */
 int fsd_is_tx_control(fuse_ino_t ino, const char *name);
 void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size);

@@ -242,6 +242,12 @@ void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, cons
 		notify(d->txs, parent, name, strlen(name));
 }
 
+void fsd_drop_cache(fsd *d, uint64_t ino)
+{
+	if (d->txs)
+		notify(d->txs, ino, NULL, 0);
+}
+
 /* ---- the reaper ---- */
 
 static int pidfd_open_(pid_t pid)
