@@ -11,8 +11,10 @@
  * start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
  * transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
- * and generation of the transaction table, checked against the thread's
- * start time.
+ * and generation of the transaction table, and checked against the
+ * thread's start time when the entry is older than CACHE_TRUST_NS (a pid
+ * cannot be reused within that time: it would take pid_max, 4 million,
+ * process creations).
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -54,10 +56,20 @@
 #define MAX_DEPTH 128
 #define MAX_BOUND 1024
 
+#define CACHE_TRUST_NS 500000000ull
+
 typedef struct cache_ent {
 	pid_t tid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
+	uint64_t checked_ns;       /* when start was last read from /proc */
 } cache_ent;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 typedef struct bound {
 	int fd; /* pidfd */
@@ -179,12 +191,22 @@ static fs_tx *resolve(fsd *d, pid_t tid)
 	struct fsd_txs *x = d->txs;
 	proc self, chain[MAX_DEPTH];
 	int n;
-	uint64_t gen = fs_tx_gen(d->fs);
-	if (tid <= 0 || proc_read(tid, &self) != 0)
+	uint64_t gen = fs_tx_gen(d->fs), now = mono_ns();
+	if (tid <= 0)
 		return NULL;
 	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&x->mu);
+	if (e->tid == tid && e->gen == gen && now - e->checked_ns < CACHE_TRUST_NS) {
+		uint64_t id = e->txid;
+		pthread_mutex_unlock(&x->mu);
+		return id ? fs_tx_by_id(d->fs, id) : NULL;
+	}
+	pthread_mutex_unlock(&x->mu);
+	if (proc_read(tid, &self) != 0)
+		return NULL;
+	pthread_mutex_lock(&x->mu);
 	if (e->tid == tid && e->start == self.start && e->gen == gen) {
+		e->checked_ns = now;
 		uint64_t id = e->txid;
 		pthread_mutex_unlock(&x->mu);
 		return id ? fs_tx_by_id(d->fs, id) : NULL;
@@ -194,7 +216,7 @@ static fs_tx *resolve(fsd *d, pid_t tid)
 	if (ancestry(tid, chain, &n) == 0)
 		tx = chain_tx(d, chain, n, NULL);
 	pthread_mutex_lock(&x->mu);
-	*e = (cache_ent){.tid = tid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0};
+	*e = (cache_ent){.tid = tid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0, .checked_ns = now};
 	pthread_mutex_unlock(&x->mu);
 	if (tx)
 		fs_tx_member(tx, n ? chain[0].pid : tid);
