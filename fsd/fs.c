@@ -71,7 +71,7 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 		return fn(&op, arg);
 	}
 	for (int attempt = 0; attempt < 1000; attempt++) {
-		fs_op op = {.f = f, .wr = wr};
+		fs_op op = {.f = f, .wr = wr == FS_WR};
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
 			return rc;
 		rc = fn(&op, arg);
@@ -615,7 +615,7 @@ static int getattr_fn(fs_op *op, void *arg)
 int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out)
 {
 	getattr_arg a = {ino, out};
-	return fs_errno(fs_run(f, c, FS_RD, getattr_fn, &a));
+	return fs_errno(fs_run(f, c, FS_ATTR, getattr_fn, &a));
 }
 
 /* ---- the file system ---- */

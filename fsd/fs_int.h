@@ -75,7 +75,11 @@ typedef struct fs_op {
 	int wr;      /* a plain call that changes something (takes transaction-level locks) */
 } fs_op;
 
-enum { FS_RD = 0, FS_WR = 1 };
+/* FS_ATTR: getattr, a read that a doomed transaction's members still get
+ * (as the committed state, which is all their view holds now): path walks
+ * and the kernel's permission checks need it, txcommit and txabort
+ * among them. */
+enum { FS_RD = 0, FS_WR = 1, FS_ATTR = 2 };
 
 /* Runs fn as one call of caller c (NULL: an internal call): a member's in
  * its transaction (fs_tx.c), any other in an engine transaction of its own:

@@ -23,7 +23,9 @@
  *   X2  A deadlock victim (or a lock timeout) is doomed at once: its engine
  *       transaction is aborted (locks released, so the others go on) and
  *       its write set dropped; every later call of a member fails with
- *       tx->why until the owner commits (told why) or aborts.
+ *       tx->why until the owner commits (told why) or aborts -- but
+ *       getattr, which path walks and permission checks need (txcommit's
+ *       own among them), which answers from the committed state.
  *   X3  Commit applies, in one engine transaction under "I" X-locks of
  *       every inode concerned taken in ascending order: every record of
  *       the write set (values put, deletion marks deleted), then each
@@ -64,7 +66,9 @@ struct fs_tx {
 	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu */
 	int why;                 /* doomed: the errno calls get */
 	char reason[160];
-	tp_txn *t;               /* under mu; NULL once ended or doomed */
+	tp_txn *t;               /* under mu, and changed under tmu too; NULL once ended or doomed */
+	pthread_mutex_t tmu;     /* t stays valid while held (status reads its locks) */
+	uint64_t engine_id;      /* tp_txn_id(t) */
 	fs_ws *ws;               /* under mu */
 	fs_ws *dropped;          /* under mu: a doomed call's write set, invalidated when the transaction ends */
 	uint64_t calls;
@@ -146,8 +150,10 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, f
 	snprintf(tx->comm, sizeof tx->comm, "%s", comm ? comm : "?");
 	clock_gettime(CLOCK_REALTIME, &tx->born);
 	pthread_mutex_init(&tx->mu, NULL);
+	pthread_mutex_init(&tx->tmu, NULL);
 	if ((rc = tp_begin(f->env, &tx->t)) != 0)
 		goto err;
+	tx->engine_id = tp_txn_id(tx->t);
 	if ((rc = ws_create(f->store, &tx->ws)) != 0) {
 		(void)tp_abort(tx->t);
 		goto err;
@@ -166,6 +172,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, f
 	return 0;
 err:
 	pthread_mutex_destroy(&tx->mu);
+	pthread_mutex_destroy(&tx->tmu);
 	free(tx);
 	return fs_errno(rc);
 }
@@ -218,6 +225,7 @@ void fs_tx_put(fs_tx *tx)
 	ws_destroy(tx->ws);
 	ws_destroy(tx->dropped);
 	pthread_mutex_destroy(&tx->mu);
+	pthread_mutex_destroy(&tx->tmu);
 	free(tx);
 }
 
@@ -271,9 +279,11 @@ static void doom(fs_tx *tx, int why, const char *reason)
 {
 	if (tx->state != FS_TX_ACTIVE)
 		return;
+	pthread_mutex_lock(&tx->tmu);
 	if (tx->t)
 		(void)tp_abort(tx->t);
 	tx->t = NULL;
+	pthread_mutex_unlock(&tx->tmu);
 	tx->why = why;
 	snprintf(tx->reason, sizeof tx->reason, "%s", reason);
 	__atomic_store_n(&tx->state, FS_TX_DOOMED, __ATOMIC_RELEASE);
@@ -283,7 +293,8 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 {
 	int rc;
 	pthread_mutex_lock(&tx->mu);
-	if (tx->state == FS_TX_ENDED) { /* X4: ended while we waited: a plain call now */
+	if (tx->state == FS_TX_ENDED || (tx->state == FS_TX_DOOMED && wr == FS_ATTR)) {
+		/* X4: ended while we waited, or doomed (X2): a plain call now */
 		pthread_mutex_unlock(&tx->mu);
 		fs_caller plain = {0};
 		return fs_run(f, &plain, wr, fn, arg);
@@ -295,7 +306,7 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 	}
 	tx->calls++;
 	ws_call_begin(tx->ws);
-	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr};
+	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr == FS_WR};
 	__atomic_store_n(&tx->wait_since_ns, now_ns(), __ATOMIC_RELAXED);
 	rc = fn(&op, arg);
 	__atomic_store_n(&tx->wait_since_ns, 0, __ATOMIC_RELAXED);
@@ -497,11 +508,13 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		return -rc;
 	}
 	rc = apply(tx);
+	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0)
 		rc = tp_commit(tx->t, 0); /* durable on return */
 	else
 		(void)tp_abort(tx->t);
 	tx->t = NULL;
+	pthread_mutex_unlock(&tx->tmu);
 	ws = tx->ws;
 	tx->ws = NULL;
 	__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);
@@ -612,10 +625,29 @@ static const char *reason_code(const fs_tx *tx)
 	return tx->why == EDEADLK ? "deadlock" : tx->why == ECONNABORTED ? "killed" : "error";
 }
 
+/* The transaction (user or a plain call's) with engine id eid, as text. */
+static void describe_engine_txn(fs *f, uint64_t eid, char *buf, size_t size)
+{
+	for (fs_tx *t = f->txs; t; t = t->next)
+		if (t->engine_id == eid) {
+			snprintf(buf, size, "transaction %" PRIu64 " (process %d, %s)", t->id, (int)t->pid, t->comm);
+			return;
+		}
+	snprintf(buf, size, "a call outside transactions (engine transaction %" PRIu64 ")", eid);
+}
+
 /* Under f->txmu: what tx's status shows.  The write-set figures are read
  * without tx->mu: counters kept after each call. */
 static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 {
+	size_t nlocks = 0;
+	uint64_t blocker = 0;
+	pthread_mutex_lock(&tx->tmu);
+	if (tx->t) {
+		nlocks = tp_lock_count(tx->t);
+		blocker = tp_lock_waits_for(tx->t);
+	}
+	pthread_mutex_unlock(&tx->tmu);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t age_ms = (uint64_t)((now.tv_sec - tx->born.tv_sec) * 1000 + (now.tv_nsec - tx->born.tv_nsec) / 1000000);
@@ -623,10 +655,11 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 	uint64_t bytes = __atomic_load_n(&tx->nbytes, __ATOMIC_RELAXED);
 	uint64_t since = __atomic_load_n(&tx->wait_since_ns, __ATOMIC_RELAXED);
 	uint64_t waited_ms = since ? (now_ns() - since) / 1000000 : 0;
-	char waiting[96] = "";
-	if (since && waited_ms >= 20)
-		snprintf(waiting, sizeof waiting, "a call has waited %" PRIu64 " ms (for a lock held by another transaction)",
-			 waited_ms);
+	char waiting[240] = "", holder[120];
+	if (blocker) {
+		describe_engine_txn(tx->f, blocker, holder, sizeof holder);
+		snprintf(waiting, sizeof waiting, "for a lock held by %s, %" PRIu64 " ms", holder, waited_ms);
+	}
 	if (json) {
 		out(o, "%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"reason\":\"%s\",\"message\":", first ? "" : ",", tx->id,
 		    state_name(tx->state), reason_code(tx));
@@ -636,8 +669,8 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 		out(o, ",\"uid\":%u,\"age_ms\":%" PRIu64 ",\"members\":[", (unsigned)tx->uid, age_ms);
 		for (int i = 0; i < tx->nmembers; i++)
 			out(o, "%s%d", i ? "," : "", (int)tx->members[i]);
-		out(o, "],\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"waiting\":", tx->calls,
-		    records, bytes);
+		out(o, "],\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"locks\":%zu,\"waiting\":",
+		    tx->calls, records, bytes, nlocks);
 		if (waiting[0])
 			json_str(o, waiting);
 		else
@@ -656,6 +689,7 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 	out(o, "%s\n", tx->nmembers ? "" : "(none seen yet)");
 	out(o, "  calls        %" PRIu64 "\n", tx->calls);
 	out(o, "  write set    %" PRIu64 " records, %" PRIu64 " bytes written\n", records, bytes);
+	out(o, "  locks        %zu held\n", nlocks);
 	out(o, "  waiting      %s\n", waiting[0] ? waiting : "no");
 }
 

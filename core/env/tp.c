@@ -364,6 +364,10 @@ int tp_unlock(tp_txn *t, const void *name, size_t len) { return txn_unlock(t->t,
 
 void tp_lock_timeout(tp_txn *t, uint32_t ms) { txn_lock_timeout(t->t, ms); }
 
+size_t tp_lock_count(tp_txn *t) { return lock_count(txn_locker(t->t)); }
+
+uint64_t tp_lock_waits_for(tp_txn *t) { return lock_waits_for(txn_locker(t->t)); }
+
 /* ---- pages ---- */
 
 uint32_t tp_page_body(const tp_env *env) { return env->psize - BUF_HDR; }

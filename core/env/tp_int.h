@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "io.h"
+#include "lock.h"
 #include "log.h"
 #include "rec.h"
 #include "store.h"

@@ -82,6 +82,10 @@ int tp_lock(tp_txn *t, const void *name, size_t len, int mode);
 int tp_unlock(tp_txn *t, const void *name, size_t len);
 /* Lock waits longer than ms fail with TP_ETIMEOUT (0: wait for ever). */
 void tp_lock_timeout(tp_txn *t, uint32_t ms);
+/* Introspection, from any thread while t is open: the locks t holds, and
+ * the id of a transaction t waits for (0: t is not waiting). */
+size_t tp_lock_count(tp_txn *t);
+uint64_t tp_lock_waits_for(tp_txn *t);
 
 /* Pages: fixed-size, tp_page_body() usable bytes each.  Page 0 is the
  * store's root page, allocated at creation, for the caller's own roots. */
