@@ -290,6 +290,14 @@ void fs_iattr(const fs *f, const fs_inode *in, fs_attr *a)
 	a->ctime = in->ctime;
 }
 
+void fs_ino_committed(fs *f, uint64_t ino)
+{
+	pthread_mutex_lock(&f->mu);
+	if (ino + 1 > f->committed_ino)
+		f->committed_ino = ino + 1;
+	pthread_mutex_unlock(&f->mu);
+}
+
 uint64_t fs_new_ino(fs *f)
 {
 	pthread_mutex_lock(&f->mu);
@@ -515,6 +523,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	}
 	tp_cursor_close(c);
 	c = NULL;
+	f->committed_ino = f->next_ino;
 	/* F3: orphans of the previous mount */
 	if (!f->opt.readonly) {
 		for (;;) {
@@ -631,7 +640,7 @@ int fs_stat_fs(fs *f, fs_statfs *out)
 	out->bsize = 4096;
 	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize / 4096;
 	pthread_mutex_lock(&f->mu);
-	uint64_t files = f->next_ino;
+	uint64_t files = f->committed_ino;
 	pthread_mutex_unlock(&f->mu);
 	out->bfree = avail;
 	out->blocks = (uint64_t)sv.f_blocks * sv.f_frsize / 4096;

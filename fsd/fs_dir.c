@@ -241,6 +241,8 @@ static int create_fn(fs_op *op, void *arg)
 		return rc;
 	if ((rc = fs_dir_touch(op, &p, S_ISDIR(a->mode) ? 1 : 0, &in.ctime)) != 0)
 		return rc;
+	if (!op->tx)
+		fs_ino_committed(op->f, in.ino);
 	fs_iattr(op->f, &in, a->out);
 	fs_ref(op->f, in.ino, 1);
 	return 0;

@@ -50,6 +50,7 @@ struct fs {
 	size_t bsize;               /* file block: one overflow page */
 	pthread_mutex_t mu;         /* next_ino, refs, counters */
 	uint64_t next_ino;
+	uint64_t committed_ino;     /* above every committed inode: statfs shows no uncommitted create */
 	fs_refent *refs[FS_REF_BUCKETS];
 	fs_counters ctr;
 	uint64_t orphans_reclaimed; /* at mount */
@@ -130,6 +131,8 @@ int fs_iput(fs_op *op, const fs_inode *in);
 void fs_now(struct timespec *ts);
 void fs_iattr(const fs *f, const fs_inode *in, fs_attr *a);
 uint64_t fs_new_ino(fs *f);
+/* Inode ino now exists in the committed store (plain creates, commits). */
+void fs_ino_committed(fs *f, uint64_t ino);
 /* A directory gained or lost entries: nlink += dnlink, mtime = ctime =
  * now.  A plain call writes the record; a member, which holds only an
  * intention lock on the directory, records a delta that commit applies to

@@ -523,6 +523,15 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 	unlist(tx); /* X4 */
 	int e = -fs_errno(rc);
 	if (rc == 0) {
+		for (ws_node *nd = ws_seek(ws, WS_INODE, "", 0, 0); nd; nd = ws_next(ws, nd)) {
+			size_t kl;
+			uint64_t ino;
+			const unsigned char *k = ws_node_key(nd, &kl);
+			if (kl == 8 && !ws_node_is_del(nd)) {
+				memcpy(&ino, k, 8);
+				fs_ino_committed(f, ino);
+			}
+		}
 		snprintf(msg, size, "transaction %" PRIu64 " committed (%" PRIu64 " calls, %" PRIu64 " records, %" PRIu64
 				    " bytes)",
 			 tx->id, calls, ws_records(ws), ws_bytes(ws));
