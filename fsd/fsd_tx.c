@@ -7,7 +7,9 @@
  * Binding.  A transaction is bound to one process (the shell of txbegin,
  * txrun itself, a program using the client library).  A request belongs to
  * the transaction of the nearest process, among the requesting thread's
- * process and its ancestors, that is bound.  Processes are known by pid and
+ * process and its ancestors, that is bound -- if the request is the
+ * transaction's user's (or root's): another user's process started under a
+ * member (su, a set-user-ID program) does not join it.  Processes are known by pid and
  * start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
  * transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
@@ -60,6 +62,7 @@
 
 typedef struct cache_ent {
 	pid_t tid;
+	uid_t uid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
 	uint64_t checked_ns;       /* when start was last read from /proc */
 } cache_ent;
@@ -186,7 +189,7 @@ static fs_tx *chain_tx(fsd *d, const proc *chain, int n, int *at)
 	return NULL;
 }
 
-static fs_tx *resolve(fsd *d, pid_t tid)
+static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid)
 {
 	struct fsd_txs *x = d->txs;
 	proc self, chain[MAX_DEPTH];
@@ -196,7 +199,7 @@ static fs_tx *resolve(fsd *d, pid_t tid)
 		return NULL;
 	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&x->mu);
-	if (e->tid == tid && e->gen == gen && now - e->checked_ns < CACHE_TRUST_NS) {
+	if (e->tid == tid && e->uid == uid && e->gen == gen && now - e->checked_ns < CACHE_TRUST_NS) {
 		uint64_t id = e->txid;
 		pthread_mutex_unlock(&x->mu);
 		return id ? fs_tx_by_id(d->fs, id) : NULL;
@@ -205,7 +208,7 @@ static fs_tx *resolve(fsd *d, pid_t tid)
 	if (proc_read(tid, &self) != 0)
 		return NULL;
 	pthread_mutex_lock(&x->mu);
-	if (e->tid == tid && e->start == self.start && e->gen == gen) {
+	if (e->tid == tid && e->uid == uid && e->start == self.start && e->gen == gen) {
 		e->checked_ns = now;
 		uint64_t id = e->txid;
 		pthread_mutex_unlock(&x->mu);
@@ -215,8 +218,12 @@ static fs_tx *resolve(fsd *d, pid_t tid)
 	fs_tx *tx = NULL;
 	if (ancestry(tid, chain, &n) == 0)
 		tx = chain_tx(d, chain, n, NULL);
+	if (tx && uid != 0 && uid != fs_tx_uid(tx)) { /* another user's: not a member */
+		fs_tx_put(tx);
+		tx = NULL;
+	}
 	pthread_mutex_lock(&x->mu);
-	*e = (cache_ent){.tid = tid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0, .checked_ns = now};
+	*e = (cache_ent){.tid = tid, .uid = uid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0, .checked_ns = now};
 	pthread_mutex_unlock(&x->mu);
 	if (tx)
 		fs_tx_member(tx, n ? chain[0].pid : tid);
@@ -229,7 +236,7 @@ fs_caller fsd_caller(fuse_req_t req)
 	fsd *d = fuse_req_userdata(req);
 	fs_caller c = {.uid = x->uid, .gid = x->gid, .pid = x->pid, .umask = x->umask};
 	if (fs_tx_count(d->fs) > 0 && d->txs) /* nothing measurable when no transaction is open */
-		c.tx = resolve(d, x->pid);
+		c.tx = resolve(d, x->pid, x->uid);
 	return c;
 }
 
