@@ -73,6 +73,7 @@ struct fs_tx {
 	fs_ws *dropped;          /* under mu: a doomed call's write set, invalidated when the transaction ends */
 	uint64_t calls;
 	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
+	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (under mu) */
 	pid_t members[TX_MEMBERS]; /* under txmu */
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
@@ -657,6 +658,17 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 		blocker = tp_lock_waits_for(tx->t);
 	}
 	pthread_mutex_unlock(&tx->tmu);
+	/* files touched: counted when no call is running (never waits for one) */
+	if (pthread_mutex_trylock(&tx->mu) == 0) {
+		uint64_t *v;
+		size_t nf;
+		if (tx->ws && touched_inodes(tx->ws, &v, &nf) == 0) {
+			tx->nfiles = nf;
+			free(v);
+		}
+		pthread_mutex_unlock(&tx->mu);
+	}
+	uint64_t nfiles = tx->nfiles;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t age_ms = (uint64_t)((now.tv_sec - tx->born.tv_sec) * 1000 + (now.tv_nsec - tx->born.tv_nsec) / 1000000);
@@ -678,8 +690,8 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 		out(o, ",\"uid\":%u,\"age_ms\":%" PRIu64 ",\"members\":[", (unsigned)tx->uid, age_ms);
 		for (int i = 0; i < tx->nmembers; i++)
 			out(o, "%s%d", i ? "," : "", (int)tx->members[i]);
-		out(o, "],\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"locks\":%zu,\"waiting\":",
-		    tx->calls, records, bytes, nlocks);
+		out(o, "],\"files\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"locks\":%zu,\"waiting\":",
+		    nfiles, tx->calls, records, bytes, nlocks);
 		if (waiting[0])
 			json_str(o, waiting);
 		else
@@ -697,6 +709,7 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 		out(o, "%s%d", i ? " " : "", (int)tx->members[i]);
 	out(o, "%s\n", tx->nmembers ? "" : "(none seen yet)");
 	out(o, "  calls        %" PRIu64 "\n", tx->calls);
+	out(o, "  files        %" PRIu64 " touched (inodes changed, directories included)\n", nfiles);
 	out(o, "  write set    %" PRIu64 " records, %" PRIu64 " bytes written\n", records, bytes);
 	out(o, "  locks        %zu held\n", nlocks);
 	out(o, "  waiting      %s\n", waiting[0] ? waiting : "no");
