@@ -79,6 +79,8 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 			rc = tp_commit(op.t, f->opt.sync ? 0 : TP_COMMIT_NOSYNC);
 		else
 			(void)tp_abort(op.t);
+		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
+			return EDEADLK;
 		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
 			return rc;
 		__atomic_add_fetch(&f->ctr.retries, 1, __ATOMIC_RELAXED);
@@ -88,11 +90,34 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 
 /* ---- locks (F2, F5) ---- */
 
+int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
+{
+	fs *f = op->f;
+	if (!fs_tx_count(f)) /* only transactions hold locks across requests (X5) */
+		return tp_lock(op->t, name, len, mode);
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
+	pthread_mutex_lock(&f->wmu);
+	w.next = f->waiters;
+	f->waiters = &w;
+	pthread_mutex_unlock(&f->wmu);
+	int rc = tp_lock(op->t, name, len, mode);
+	pthread_mutex_lock(&f->wmu);
+	for (fs_waiter **pp = &f->waiters; *pp; pp = &(*pp)->next)
+		if (*pp == &w) {
+			*pp = w.next;
+			break;
+		}
+	pthread_mutex_unlock(&f->wmu);
+	return rc;
+}
+
 static int lock_named(fs_op *op, char kind, uint64_t ino, int mode)
 {
 	unsigned char name[9] = {(unsigned char)kind};
 	fs_be64(name + 1, ino);
-	return tp_lock(op->t, name, sizeof name, mode);
+	return fs_tp_lock(op, name, sizeof name, mode);
 }
 
 int fs_lock(fs_op *op, uint64_t ino, int mode)
@@ -126,7 +151,7 @@ int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int m
 		return rc;
 	fs_be64(k + 1, parent);
 	memcpy(k + 9, name, len);
-	return tp_lock(op->t, k, 9 + len, mode);
+	return fs_tp_lock(op, k, 9 + len, mode);
 }
 
 static int sort_inos(const uint64_t *v, int n, uint64_t *s)
@@ -468,6 +493,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 		f->opt.commit_ms = 1000;
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_mutex_init(&f->txmu, NULL);
+	pthread_mutex_init(&f->wmu, NULL);
 	f->next_txid = 1;
 	f->store = strdup(store);
 	tp_options_init(&to);
@@ -589,6 +615,7 @@ int fs_unmount(fs *f)
 		}
 	pthread_mutex_destroy(&f->mu);
 	pthread_mutex_destroy(&f->txmu);
+	pthread_mutex_destroy(&f->wmu);
 	free(f->store);
 	free(f);
 	return fs_errno(rc);

@@ -204,6 +204,17 @@ void fs_tx_member(fs_tx *tx, pid_t pid);
  * (uid 0: all), as text or JSON; and how recent ones ended. */
 int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);
 void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size);
+/* X5: breaks deadlocks that pass through the kernel.  A request that waits
+ * here for a transaction's lock may hold a kernel lock (a file's i_rwsem
+ * during a write, a directory's during a create) that the transaction's
+ * own next request needs; that request then sleeps in the kernel, never
+ * reaching the daemon, and no lock manager sees the cycle.  Called a few
+ * times a second while transactions are open: a call that has waited
+ * 100 ms for a transaction one of whose members blocked(pid) reports
+ * asleep in the kernel (not waiting for this daemon) on three consecutive
+ * watches has its wait cancelled: it fails with EDEADLK (a member's
+ * transaction is doomed, X2).  Returns how many were cancelled. */
+int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);
 

@@ -454,7 +454,7 @@ static int rename_fn(fs_op *op, void *arg)
 	struct timespec now;
 	int rc, exch = a->flags & RENAME_EXCHANGE;
 
-	if (a->p1 != a->p2 && (rc = tp_lock(op->t, rlock, sizeof rlock - 1, TP_LOCK_X)) != 0)
+	if (a->p1 != a->p2 && (rc = fs_tp_lock(op, rlock, sizeof rlock - 1, TP_LOCK_X)) != 0)
 		return rc;
 	if ((rc = fs_lock_name(op, a->p1, a->n1, a->l1, TP_LOCK_X)) != 0 ||
 	    (rc = fs_lock_name(op, a->p2, a->n2, a->l2, TP_LOCK_X)) != 0)

@@ -64,7 +64,19 @@ struct fs {
 	unsigned nhistory;
 	fs_notify_fn notify;        /* cache invalidation (fsd) */
 	void *notify_ctx;
+	pthread_mutex_t wmu;        /* waiters */
+	struct fs_waiter *waiters;  /* calls waiting for a lock while transactions are open (fs_tx_watch) */
 };
+
+/* A call waiting for a transaction-level lock (fs_tx.c X5). */
+typedef struct fs_waiter {
+	tp_txn *t;
+	fs_tx *tx;                /* a member's call, else NULL */
+	uint64_t since_ns;
+	int strikes;              /* consecutive watches that saw its holder blocked in the kernel */
+	struct fs_waiter *next;
+} fs_waiter;
+
 
 /* One call: its engine transaction, and for a member of a user
  * transaction, that transaction and its write set (fs_rec.c R1). */
@@ -108,6 +120,8 @@ int fs_lock(fs_op *op, uint64_t ino, int mode);
 int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode);
 int fs_ilock_all(fs_op *op, const uint64_t *v, int n, int mode);
 int fs_iunlock(fs_op *op, uint64_t ino);
+/* tp_lock, registered as a waiter while transactions are open (X5). */
+int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode);
 int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int mode);
 
 /* Records as the call sees them (fs_rec.c): trees are WS_INODE..WS_ORPHAN.

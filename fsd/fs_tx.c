@@ -37,6 +37,9 @@
  *   X4  After commit or abort the transaction leaves the table before its
  *       cache invalidations are sent, so a member call waiting for tx->mu
  *       finds it ended and runs as a plain call.
+ *   X5  A wait for a transaction's lock never lasts while that transaction
+ *       is itself stuck in the kernel behind the waiting request
+ *       (fs_tx_watch, fs.h): such waits are cancelled.
  */
 #include "fs_int.h"
 
@@ -319,7 +322,9 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 		snprintf(why, sizeof why, "transaction %" PRIu64 " was chosen as a deadlock victim: nothing was applied",
 			 tx->id);
 		if (rc == TP_ETIMEOUT)
-			snprintf(why, sizeof why, "transaction %" PRIu64 " waited too long for a lock: nothing was applied",
+			snprintf(why, sizeof why,
+				 "transaction %" PRIu64 " was chosen as a deadlock victim (a cycle through the kernel's "
+				 "file locks): nothing was applied",
 				 tx->id);
 		doom(tx, EDEADLK, why);
 		/* not invalidated here: the kernel may hold a directory lock
@@ -579,6 +584,12 @@ void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end)
 
 void fs_tx_abort_all(fs *f, const char *reason)
 {
+	/* member calls waiting for locks hold their transaction's mutex:
+	 * end their waits first, or the aborts below would wait for them */
+	pthread_mutex_lock(&f->wmu);
+	for (fs_waiter *w = f->waiters; w; w = w->next)
+		(void)tp_lock_cancel(w->t);
+	pthread_mutex_unlock(&f->wmu);
 	for (;;) {
 		pthread_mutex_lock(&f->txmu);
 		fs_tx *tx = f->txs;
@@ -590,6 +601,36 @@ void fs_tx_abort_all(fs *f, const char *reason)
 		fs_tx_abort(tx, ECONNABORTED, reason, 1);
 		fs_tx_put(tx);
 	}
+}
+
+/* ---- deadlocks through the kernel (X5) ---- */
+
+int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx)
+{
+	uint64_t now = now_ns();
+	int cancelled = 0;
+	pthread_mutex_lock(&f->wmu);
+	for (fs_waiter *w = f->waiters; w; w = w->next) {
+		if (now - w->since_ns < 100000000ull)
+			continue;
+		uint64_t holder = tp_lock_waits_for(w->t);
+		int stuck = 0;
+		pthread_mutex_lock(&f->txmu);
+		for (fs_tx *a = f->txs; a && holder; a = a->next) {
+			if (a->engine_id != holder || a == w->tx)
+				continue;
+			for (int i = 0; i < a->nmembers && !stuck; i++)
+				stuck = blocked(a->members[i], ctx);
+		}
+		pthread_mutex_unlock(&f->txmu);
+		w->strikes = stuck ? w->strikes + 1 : 0;
+		if (w->strikes >= 3 && tp_lock_cancel(w->t)) {
+			w->strikes = 0;
+			cancelled++;
+		}
+	}
+	pthread_mutex_unlock(&f->wmu);
+	return cancelled;
 }
 
 /* ---- reports ---- */

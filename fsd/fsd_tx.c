@@ -297,6 +297,31 @@ static void wake(struct fsd_txs *x)
 	}
 }
 
+/* Asleep in the kernel, uninterruptibly, but not waiting for a FUSE
+ * answer: most likely behind a lock a waiting request holds (X5). */
+static int blocked_in_kernel(pid_t pid, void *ctx)
+{
+	char path[64], buf[512];
+	(void)ctx;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	char *r = strrchr(buf, ')');
+	if (!r || r[1] != ' ' || r[2] != 'D')
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+	if (!(fp = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof buf - 1, fp);
+	fclose(fp);
+	buf[n] = 0;
+	return strstr(buf, "request_wait_answer") == NULL && strstr(buf, "fuse_wait") == NULL;
+}
+
 static void *reaper(void *arg)
 {
 	struct fsd_txs *x = arg;
@@ -329,7 +354,13 @@ static void *reaper(void *arg)
 		}
 		pthread_mutex_unlock(&x->mu);
 		p[n] = (struct pollfd){.fd = x->evfd, .events = POLLIN};
-		if (poll(p, (nfds_t)n + 1, 1000) < 0)
+		int open_now = fs_tx_count(x->d->fs) > 0;
+		if (open_now) {
+			int k = fs_tx_watch(x->d->fs, blocked_in_kernel, NULL);
+			if (k)
+				fsd_log(LOG_INFO, "%d lock wait(s) cancelled: a deadlock through the kernel's file locks", k);
+		}
+		if (poll(p, (nfds_t)n + 1, open_now ? 50 : 1000) < 0)
 			continue;
 		if (p[n].revents) {
 			uint64_t v;

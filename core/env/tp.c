@@ -368,6 +368,8 @@ size_t tp_lock_count(tp_txn *t) { return lock_count(txn_locker(t->t)); }
 
 uint64_t tp_lock_waits_for(tp_txn *t) { return lock_waits_for(txn_locker(t->t)); }
 
+int tp_lock_cancel(tp_txn *t) { return lock_cancel(txn_locker(t->t)); }
+
 /* ---- pages ---- */
 
 uint32_t tp_page_body(const tp_env *env) { return env->psize - BUF_HDR; }

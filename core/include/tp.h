@@ -86,6 +86,10 @@ void tp_lock_timeout(tp_txn *t, uint32_t ms);
  * the id of a transaction t waits for (0: t is not waiting). */
 size_t tp_lock_count(tp_txn *t);
 uint64_t tp_lock_waits_for(tp_txn *t);
+/* Ends t's current lock wait from another thread (tp_lock then returns
+ * TP_ETIMEOUT): for deadlocks through waits outside the lock manager.
+ * 1 if t was waiting. */
+int tp_lock_cancel(tp_txn *t);
 
 /* Pages: fixed-size, tp_page_body() usable bytes each.  Page 0 is the
  * store's root page, allocated at creation, for the caller's own roots. */

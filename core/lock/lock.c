@@ -77,6 +77,7 @@ struct lock_owner {
 	lock_req *waiting;   /* K3 */
 	pthread_cond_t cv;
 	int victim;          /* chosen as a deadlock victim while waiting */
+	int cancelled;       /* its wait was cancelled (lock_cancel) */
 	uint32_t timeout_ms;
 	uint32_t mark;       /* deadlock search generation */
 };
@@ -475,7 +476,7 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 			until.tv_nsec -= 1000000000L;
 		}
 	}
-	while (o->waiting && !o->victim) {
+	while (o->waiting && !o->victim && !o->cancelled) {
 		if (!o->timeout_ms) {
 			pthread_cond_wait(&o->cv, &lm->mu);
 		} else if (pthread_cond_timedwait(&o->cv, &lm->mu, &until) == ETIMEDOUT && o->waiting) {
@@ -490,7 +491,14 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 		o->victim = 0;
 		rc = util_err(TP_EDEADLOCK, "lock: transaction %llu chosen as deadlock victim",
 			      (unsigned long long)o->id);
+	} else if (o->waiting) { /* cancelled before it was granted */
+		withdraw(lm, o);
+		lm->st.timeouts++;
+		rc = util_err(TP_ETIMEOUT, "lock: the wait of transaction %llu was cancelled (a deadlock outside the "
+					   "lock manager)",
+			      (unsigned long long)o->id);
 	}
+	o->cancelled = 0;
 out:
 	pthread_mutex_unlock(&lm->mu);
 	return rc;
@@ -588,6 +596,18 @@ enum lock_mode lock_held_mode(lock_owner *o, const void *key, size_t len)
 		m = (enum lock_mode)r->mode;
 	pthread_mutex_unlock(&o->lm->mu);
 	return m;
+}
+
+int lock_cancel(lock_owner *o)
+{
+	pthread_mutex_lock(&o->lm->mu);
+	int was = o->waiting != NULL;
+	if (was) {
+		o->cancelled = 1;
+		pthread_cond_signal(&o->cv);
+	}
+	pthread_mutex_unlock(&o->lm->mu);
+	return was;
 }
 
 size_t lock_count(lock_owner *o)

@@ -52,6 +52,11 @@ int lock_release(lock_owner *o, const void *key, size_t len);
 int lock_downgrade(lock_owner *o, const void *key, size_t len, enum lock_mode mode);
 /* Strict 2PL: everything at commit or abort. */
 void lock_release_all(lock_owner *o);
+/* Ends o's current wait, from another thread: its lock_get returns
+ * TP_ETIMEOUT, as after a timeout.  For cycles that pass through waits the
+ * manager cannot see (a caller knows one of its waiters blocks a holder
+ * elsewhere).  1 if o was waiting. */
+int lock_cancel(lock_owner *o);
 
 /* Introspection */
 /* The mode o holds on key (LOCK_NL if none). */
