@@ -12,6 +12,13 @@
 
 #include "fsd_int.h"
 
+/* An open file's fh: its open flags, and whether it is direct I/O. */
+#define FH_DIRECT (1ull << 62)
+static uint64_t fh_of(const struct fuse_file_info *fi)
+{
+	return (uint64_t)(unsigned)fi->flags | (fi->direct_io ? FH_DIRECT : 0);
+}
+
 /* O_TRUNC arrives inside open (FUSE_CAP_ATOMIC_O_TRUNC): the same change a
  * truncating open makes on Linux, size 0 and mtime (and ctime) now, and
  * set-user-ID and set-group-ID cleared unless the caller is root (the
@@ -45,8 +52,8 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	fi->fh = (uint64_t)fi->flags; /* O_APPEND and the access mode, for read and write */
 	fsd_open_flags(d, &c, ino, fi);
+	fi->fh = fh_of(fi); /* O_APPEND, the access mode, direct I/O: for read and write */
 	fsd_caller_end(&c);
 	if (fuse_reply_open(req, fi) != 0) /* H3 */
 		fs_released(d->fs, ino);
@@ -68,8 +75,8 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		fsd_reply_err(req, d, rc);
 		return;
 	}
-	fi->fh = (uint64_t)fi->flags;
 	fsd_open_flags(d, &c, a.ino, fi);
+	fi->fh = fh_of(fi);
 	fsd_to_entry(d, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
 	if (fuse_reply_create(req, &e, fi) != 0) {
@@ -97,6 +104,10 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 		fsd_reply_err(req, d, rc);
 	else
 		fuse_reply_buf(req, buf, got < size ? got : size);
+	/* C2: a member reading through a handle opened before it joined (not
+	 * direct I/O) filled the shared page cache with its view: drop it */
+	if (c.tx && !(fi->fh & FH_DIRECT))
+		fsd_drop_cache(d, ino);
 	fsd_caller_end(&c);
 	free(buf);
 }
