@@ -1,0 +1,352 @@
+/*
+ * tpfs_tx.c -- libtpfs_tx: the control channel to tpfsd (tpfs_tx_proto.h)
+ * and the parsing of its answers.
+ *
+ * A request is getxattr(MOUNT, "tpfs.tx.VERB", buf, size); the value is
+ * the text "ERRNO MESSAGE".  The design, and its rules:
+ *   C1  begin, commit and abort change state: they are asked exactly once,
+ *       with a buffer of TPFS_TX_ANSWER_MAX bytes (their answers are
+ *       shorter), never probed with size 0 (that would run them) and never
+ *       retried (a second commit would not be the first one's answer).
+ *   C2  status changes nothing: on ERANGE it is probed with size 0 for the
+ *       answer's length and asked again larger, up to the kernel's xattr
+ *       limit (XATTR_SIZE_MAX; beyond it the kernel answers E2BIG).
+ *   C3  An answer that does not start with 1 to 4 decimal digits followed
+ *       by a space or its end is malformed: EPROTO, never a guess.
+ *   C4  The library's own messages do not name the mount (the caller
+ *       prints it first); they name the request.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "tpfs_tx.h"
+#include "tpfs_tx_int.h"
+#include "tpfs_tx_proto.h"
+
+#define STATUS_TRIES 8 /* C2: the list may grow between probe and ask */
+
+/* ---- answers ---- */
+
+/* C3: splits answer into its errno and its text; 0 or EPROTO. */
+static int split(const char *a, size_t len, int *err, const char **text, size_t *tlen)
+{
+	size_t i = 0;
+	int e = 0;
+	while (i < len && i < 4 && isdigit((unsigned char)a[i]))
+		e = e * 10 + (a[i++] - '0');
+	if (i == 0 || (i < len && a[i] != ' '))
+		return EPROTO;
+	*err = e;
+	*text = a + i + (i < len);
+	*tlen = strnlen(*text, len - i - (i < len)); /* a NUL ends the text */
+	return 0;
+}
+
+/* The length of text without trailing white space. */
+static size_t trimmed(const char *text, size_t len)
+{
+	while (len > 0 && isspace((unsigned char)text[len - 1]))
+		len--;
+	return len;
+}
+
+/* A malformed answer, quoted with control characters made visible. */
+static void say_malformed(const char *a, size_t len, char *msg, size_t msgsize)
+{
+	char q[81];
+	size_t n = len < sizeof q - 1 ? len : sizeof q - 1;
+	for (size_t i = 0; i < n; i++)
+		q[i] = isprint((unsigned char)a[i]) ? a[i] : '?';
+	q[n] = 0;
+	tpfs_tx_say(msg, msgsize, "malformed answer from the daemon: \"%s\"%s (expected \"ERRNO MESSAGE\")", q,
+		    len > n ? "..." : "");
+}
+
+int tpfs_tx_answer_parse(const char *answer, size_t len, char *msg, size_t msgsize)
+{
+	const char *text;
+	size_t tlen;
+	int err;
+	if (split(answer, len, &err, &text, &tlen) != 0) {
+		say_malformed(answer, len, msg, msgsize);
+		return EPROTO;
+	}
+	tpfs_tx_say(msg, msgsize, "%.*s", (int)trimmed(text, tlen), text);
+	return err;
+}
+
+int tpfs_tx_answer_id(const char *text, uint64_t *id)
+{
+	uint64_t v = 0;
+	const char *p = text;
+	while (isspace((unsigned char)*p))
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return EPROTO;
+	for (; isdigit((unsigned char)*p); p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return EPROTO;
+		v = v * 10 + d;
+	}
+	while (isspace((unsigned char)*p))
+		p++;
+	if (*p || v == 0)
+		return EPROTO;
+	*id = v;
+	return 0;
+}
+
+/* ---- the channel ---- */
+
+/* C4: why getxattr(name) failed with e. */
+static void say_channel(const char *name, int e, size_t size, char *msg, size_t msgsize)
+{
+	switch (e) {
+	case ENODATA:
+	case ENOTSUP: /* EOPNOTSUPP */
+		tpfs_tx_say(msg, msgsize, "not the root of a tpfs mount: it does not answer %s (%s)", name, strerror(e));
+		break;
+	case ENOTCONN:
+		tpfs_tx_say(msg, msgsize, "the daemon of this mount is gone (%s); unmount it with fusermount3 -u",
+			    strerror(e));
+		break;
+	case ERANGE:
+		tpfs_tx_say(msg, msgsize, "the answer to %s is longer than %zu bytes", name, size);
+		break;
+	case E2BIG:
+		tpfs_tx_say(msg, msgsize, "the answer to %s is longer than the kernel lets an xattr be (%d bytes)", name,
+			    XATTR_SIZE_MAX);
+		break;
+	default:
+		tpfs_tx_say(msg, msgsize, "request %s failed: %s", name, strerror(e));
+	}
+}
+
+/* C1: asks name once; the answer's errno, its text in msg. */
+static int request(const char *mount, const char *name, char *msg, size_t msgsize)
+{
+	char buf[TPFS_TX_ANSWER_MAX];
+	ssize_t n = getxattr(mount, name, buf, sizeof buf);
+	if (n < 0) {
+		int e = errno;
+		say_channel(name, e, sizeof buf, msg, msgsize);
+		if (e == ERANGE) {
+			tpfs_tx_say_more(msg, msgsize, "; what it did is unknown");
+			return EPROTO;
+		}
+		return e;
+	}
+	return tpfs_tx_answer_parse(buf, (size_t)n, msg, msgsize);
+}
+
+/* C2: the next size to ask with, after a probe found len bytes. */
+static size_t grown(ssize_t len)
+{
+	size_t want = (size_t)len + (size_t)len / 4 + 1024;
+	return want < XATTR_SIZE_MAX ? want : XATTR_SIZE_MAX;
+}
+
+/* C2: the whole answer to name, NUL-terminated, in a malloc'd *out. */
+static int fetch(const char *mount, const char *name, char **out, size_t *len, char *msg, size_t msgsize)
+{
+	size_t size = TPFS_TX_ANSWER_MAX;
+	*out = NULL;
+	*len = 0;
+	for (int tries = 0; tries < STATUS_TRIES; tries++) {
+		char *buf = malloc(size + 1);
+		if (!buf) {
+			tpfs_tx_say(msg, msgsize, "%s: %s", name, strerror(ENOMEM));
+			return ENOMEM;
+		}
+		ssize_t n = getxattr(mount, name, buf, size);
+		int e = errno;
+		if (n >= 0) {
+			buf[n] = 0;
+			*out = buf;
+			*len = (size_t)n;
+			return 0;
+		}
+		free(buf);
+		if (e == ERANGE && (n = getxattr(mount, name, NULL, 0)) < 0)
+			e = errno;
+		if (e == ERANGE)
+			size = grown(n);
+		else if (e != EINTR) {
+			say_channel(name, e, size, msg, msgsize);
+			return e;
+		}
+	}
+	tpfs_tx_say(msg, msgsize, "the answer to %s kept growing past %zu bytes", name, size);
+	return EAGAIN;
+}
+
+/* ---- transactions ---- */
+
+int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t msgsize)
+{
+	char name[64], text[TPFS_TX_MSG_MAX];
+	uint64_t v;
+	int rc;
+	if (pid < 0) {
+		tpfs_tx_say(msg, msgsize, "bad process id %ld", (long)pid);
+		return EINVAL;
+	}
+	snprintf(name, sizeof name, TPFS_TX_BEGIN "%ld", (long)(pid ? pid : getpid()));
+	rc = request(mount, name, text, sizeof text);
+	if (rc == 0 && tpfs_tx_answer_id(text, &v) != 0) {
+		tpfs_tx_say(msg, msgsize, "%s answered success without a transaction id: \"%s\"", name, text);
+		return EPROTO;
+	}
+	tpfs_tx_say(msg, msgsize, "%s", text);
+	if (rc == 0 && id)
+		*id = v;
+	return rc;
+}
+
+int tpfs_tx_commit(const char *mount, char *msg, size_t msgsize)
+{
+	return request(mount, TPFS_TX_COMMIT, msg, msgsize);
+}
+
+int tpfs_tx_abort(const char *mount, char *msg, size_t msgsize)
+{
+	return request(mount, TPFS_TX_ABORT, msg, msgsize);
+}
+
+int tpfs_tx_abort_id(const char *mount, uint64_t id, char *msg, size_t msgsize)
+{
+	char name[64];
+	if (id == 0) {
+		tpfs_tx_say(msg, msgsize, "there is no transaction 0");
+		return EINVAL;
+	}
+	snprintf(name, sizeof name, TPFS_TX_ABORT ".%" PRIu64, id);
+	return request(mount, name, msg, msgsize);
+}
+
+int tpfs_tx_status(const char *mount, int flags, char **report, char *msg, size_t msgsize)
+{
+	char name[64], *buf = NULL;
+	const char *text;
+	size_t len = 0, tlen;
+	int rc, err;
+	*report = NULL;
+	if (flags & ~(TPFS_TX_STATUS_ALL | TPFS_TX_STATUS_JSON)) {
+		tpfs_tx_say(msg, msgsize, "unknown status flags %#x", (unsigned)flags);
+		return EINVAL;
+	}
+	snprintf(name, sizeof name, "%s%s%s", TPFS_TX_STATUS, flags & TPFS_TX_STATUS_ALL ? ".all" : "",
+		 flags & TPFS_TX_STATUS_JSON ? ".json" : "");
+	if ((rc = fetch(mount, name, &buf, &len, msg, msgsize)) != 0)
+		return rc;
+	if (split(buf, len, &err, &text, &tlen) != 0) {
+		say_malformed(buf, len, msg, msgsize);
+		free(buf);
+		return EPROTO;
+	}
+	if (err) {
+		tpfs_tx_say(msg, msgsize, "%.*s", (int)trimmed(text, tlen), text);
+		free(buf);
+		return err;
+	}
+	memmove(buf, text, tlen);
+	buf[tlen] = 0;
+	*report = buf;
+	tpfs_tx_say(msg, msgsize, "%s", "");
+	return 0;
+}
+
+/* ---- JSON, minimally ---- */
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The character an escape "\X..." at p stands for; *p advanced past it. */
+static char unescape_json(const char **p)
+{
+	char c = *(*p)++;
+	switch (c) {
+	case 'b': return '\b';
+	case 'f': return '\f';
+	case 'n': return '\n';
+	case 'r': return '\r';
+	case 't': return '\t';
+	case 'u': {
+		int v = 0;
+		for (int i = 0; i < 4; i++) {
+			int h = hexval(**p);
+			if (h < 0)
+				return '?';
+			v = v * 16 + h;
+			(*p)++;
+		}
+		return v > 0 && v < 0x80 ? (char)v : '?';
+	}
+	default: return c; /* '"', '\\', '/' */
+	}
+}
+
+/* The string whose opening quote is at p, decoded into out (size bytes,
+ * out may be NULL); the position after its closing quote, or NULL when it
+ * does not end.  *fits: whether it fit. */
+static const char *json_str(const char *p, char *out, size_t size, int *fits)
+{
+	size_t n = 0;
+	*fits = 1;
+	for (p++; *p && *p != '"';) {
+		char c = *p++;
+		if (c == '\\') {
+			if (!*p)
+				return NULL;
+			c = unescape_json(&p);
+		}
+		if (out && n + 1 < size)
+			out[n++] = c;
+		else
+			*fits = 0;
+	}
+	if (out && size)
+		out[n] = 0;
+	return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *skip_space(const char *p)
+{
+	while (isspace((unsigned char)*p))
+		p++;
+	return p;
+}
+
+int tpfs_tx_json_string(const char *json, const char *key, char *out, size_t size)
+{
+	char name[64];
+	int fits;
+	for (const char *p = json; *p;) {
+		if (*p != '"') {
+			p++;
+			continue;
+		}
+		if (!(p = json_str(p, name, sizeof name, &fits)))
+			return EPROTO;
+		p = skip_space(p);
+		if (*p != ':' || !fits || strcmp(name, key) != 0)
+			continue; /* a value, or another member */
+		p = skip_space(p + 1);
+		if (*p != '"')
+			return EINVAL;
+		if (!json_str(p, out, size, &fits))
+			return EPROTO;
+		return fits ? 0 : ERANGE;
+	}
+	return ENOENT;
+}

@@ -1,0 +1,91 @@
+/*
+ * txcommit -- commit the caller's tpfs transaction.
+ *
+ * Thin: it finds the mount that holds the caller's transaction (the shell
+ * that ran txbegin is an ancestor of txcommit), asks the daemon through
+ * libtpfs_tx to commit it, and turns the answer into an exit status: 0
+ * only when everything was applied and is durable, 1 with the daemon's
+ * reason otherwise, 2 on bad usage.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "tpfs_tx.h"
+
+static const char usage[] =
+	"Usage: txcommit [-v] [MOUNTPOINT]\n"
+	"\n"
+	"Commit the transaction of the calling shell on a tpfs mount.\n"
+	"\n"
+	"Description\n"
+	"  txcommit applies every change of the caller's transaction (the one\n"
+	"  txbegin bound to this shell, or to an ancestor of it) atomically and\n"
+	"  durably: when it exits 0 every change is there and survives a crash.\n"
+	"  Otherwise nothing was applied, the transaction has ended all the same,\n"
+	"  and txcommit prints why: it was a deadlock victim (run it again), it was\n"
+	"  aborted (a member was killed, an administrator aborted it, the daemon\n"
+	"  restarted), the store is full, an I/O error, or there was no\n"
+	"  transaction.\n"
+	"\n"
+	"  The mount is MOUNTPOINT (or the tpfs mount holding that path).  Without\n"
+	"  it: the tpfs mount containing the current directory, else $TPFS_MOUNT,\n"
+	"  else the only tpfs file system mounted; and if the caller has no\n"
+	"  transaction there, the tpfs mount where it has one.\n"
+	"\n"
+	"Options\n"
+	"  -v, --verbose  print what was committed (calls, records, bytes)\n"
+	"  -h, --help     print this text and exit\n"
+	"\n"
+	"Exit status\n"
+	"  0  committed: every change is applied and durable\n"
+	"  1  not committed, nothing applied (the message on standard error names\n"
+	"     the mount and the cause)\n"
+	"  2  bad usage\n"
+	"\n"
+	"Environment\n"
+	"  TPFS_MOUNT   the mount to use when the current directory is not on one\n"
+	"\n"
+	"Examples\n"
+	"  txbegin && make install && txcommit\n"
+	"  txcommit || echo 'nothing was applied'\n"
+	"  txcommit /mnt/tpfs\n"
+	"\n"
+	"See also: txbegin, txabort, txrun, txstatus.\n";
+
+static int bad_usage(void)
+{
+	fputs("Usage: txcommit [-v] [MOUNTPOINT]\nTry 'txcommit --help' for more information.\n", stderr);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
+	const char *path = NULL;
+	int c, verbose = 0;
+	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'v': verbose = 1; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: return bad_usage();
+		}
+	}
+	if (argc - optind > 1)
+		return bad_usage();
+	if (optind < argc)
+		path = argv[optind];
+	if (tpfs_tx_find_own(path, mount, sizeof mount, msg, sizeof msg) != 0) {
+		fprintf(stderr, "txcommit: %s\n", msg);
+		return 1;
+	}
+	if (tpfs_tx_commit(mount, msg, sizeof msg) != 0) {
+		fprintf(stderr, "txcommit: %s: %s\n", mount, msg);
+		return 1;
+	}
+	if (verbose)
+		printf("txcommit: %s: %s\n", mount, msg);
+	return 0;
+}
