@@ -39,6 +39,8 @@ typedef struct fs fs;
 typedef struct fs_tx fs_tx; /* a user transaction (fs_tx.c) */
 
 #define FS_ROOT_INO 1
+/* Inode numbers are never reused; tpfsd's node ids hold them in 44 bits
+ * (fsd_int.h, C5): 1.7e13 creations per store. */
 #define FS_NAME_MAX 255
 
 typedef struct fs_options {
@@ -174,7 +176,7 @@ enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
 /* What the kernel's caches must drop when a transaction ends, and after a
  * member's change (fsd): an inode (its attributes and pages), or the entry
  * name in directory parent (name != NULL). */
-typedef void (*fs_notify_fn)(void *ctx, uint64_t ino, const char *name, size_t len);
+typedef void (*fs_notify_fn)(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len);
 void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx);
 /* Begins a transaction bound to process pid (start: its start time). */
 int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out);

@@ -251,7 +251,7 @@ void fs_tx_member(fs_tx *tx, pid_t pid)
 
 /* ---- cache invalidation of everything a write set names (X4) ---- */
 
-static void notify_all(fs *f, fs_ws *ws)
+static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
 {
 	if (!f->notify || !ws)
 		return;
@@ -268,9 +268,9 @@ static void notify_all(fs *f, fs_ws *ws)
 			else
 				ino = fs_getbe64(k);
 			if (tree == WS_DIRENT && kl > 16)
-				f->notify(f->notify_ctx, ino, (const char *)k + 16, kl - 16);
+				f->notify(f->notify_ctx, txid, ino, (const char *)k + 16, kl - 16);
 			if (ino != last)
-				f->notify(f->notify_ctx, ino, NULL, 0);
+				f->notify(f->notify_ctx, txid, ino, NULL, 0);
 			last = ino;
 		}
 	}
@@ -509,7 +509,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		pthread_mutex_unlock(&tx->mu);
 		unlist(tx);
 		history_add(f, tx, "failed to commit: %s", tx->reason);
-		notify_all(f, ws);
+		notify_all(f, tx->id, ws);
 		ws_destroy(ws);
 		return -rc;
 	}
@@ -549,7 +549,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 			 commit_failure(e), tp_errmsg());
 		history_add(f, tx, "failed to commit: %s", commit_failure(e));
 	}
-	notify_all(f, ws);
+	notify_all(f, tx->id, ws);
 	ws_destroy(ws);
 	return -e;
 }
@@ -572,13 +572,13 @@ void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end)
 		tx->dropped = NULL;
 	}
 	pthread_mutex_unlock(&tx->mu);
-	notify_all(f, dropped);
+	notify_all(f, tx->id, dropped);
 	ws_destroy(dropped);
 	if (end && was != FS_TX_ENDED) {
 		unlist(tx);
 		history_add(f, tx, "aborted: %s", was == FS_TX_DOOMED ? tx->reason : reason);
 	}
-	notify_all(f, ws);
+	notify_all(f, tx->id, ws);
 	ws_destroy(ws);
 }
 

@@ -12,10 +12,18 @@
 
 void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	const uint64_t tag = fsd_alias_tag(ino); /* C5 */
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_GETATTR);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fs_getattr(d->fs, &c, ino, &a);
+	if (rc == 0 && c.tx && S_ISREG(a.mode) && tag != fsd_tx_tag(c.tx)) {
+		/* C5: a file's size in a shared inode bounds what non-members
+		 * read from the page cache: it gets the committed attributes */
+		fs_caller v = fsd_cache_view(&c, tag);
+		rc = fs_getattr(d->fs, &v, ino, &a);
+	}
 	fsd_caller_end(&c);
 	fsd_reply_attr(req, d, rc, &a);
 }
@@ -54,15 +62,24 @@ static unsigned setattr_bits(const struct stat *st, int to_set, fs_attr *in)
 
 void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, struct fuse_file_info *fi)
 {
+	const uint64_t tag = fsd_alias_tag(ino); /* C5 */
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_SETATTR);
 	fs_caller c = fsd_caller(req);
 	fs_attr in, out;
 	unsigned set = setattr_bits(st, to_set, &in);
 	int rc;
+	int shared = c.tx && tag != fsd_tx_tag(c.tx);
 	if ((to_set & FUSE_SET_ATTR_SIZE) && st->st_size < 0)
 		rc = -EINVAL;
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && shared)
+		rc = -EBADF; /* C5: the kernel would cut the shared page cache */
 	else
 		rc = fs_setattr(d->fs, &c, ino, &in, set, &out);
+	if (rc == 0 && shared && S_ISREG(out.mode)) { /* C5, as in getattr */
+		fs_caller v = fsd_cache_view(&c, tag);
+		rc = fs_getattr(d->fs, &v, ino, &out);
+	}
 	fsd_reply_attr(req, d, rc, &out);
 	if (!rc)
 		fsd_changed(d, &c, ino, 0, NULL);
@@ -73,6 +90,7 @@ void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, st
  * so it never sends access requests); counted in case it does. */
 void fsd_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_ACCESS);
 	fsd_reply_err(req, d, 0);
 }
@@ -104,6 +122,7 @@ static int xattr_name_check(const char *name)
 
 void fsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_SETXATTR);
 	int rc = is_stats(ino, name) || fsd_is_tx_control(ino, name) ? -EPERM : xattr_name_check(name);
 	fs_caller c = fsd_caller(req);
@@ -117,6 +136,7 @@ void fsd_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *
 
 void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_GETXATTR);
 	size_t len = 0;
 	char *buf;
@@ -157,6 +177,7 @@ void fsd_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 
 void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_LISTXATTR);
 	size_t len = 0;
 	char *buf;
@@ -181,6 +202,7 @@ void fsd_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 void fsd_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_REMOVEXATTR);
 	int rc = is_stats(ino, name) || fsd_is_tx_control(ino, name) ? -EPERM : xattr_name_check(name);
 	fs_caller c = fsd_caller(req);

@@ -12,11 +12,24 @@
 
 #include "fsd_int.h"
 
-/* An open file's fh: its open flags, and whether it is direct I/O. */
+/* An open file's fh: its open flags, whether it is direct I/O, and the
+ * alias tag of the node id it was opened on (C5). */
 #define FH_DIRECT (1ull << 62)
-static uint64_t fh_of(const struct fuse_file_info *fi)
+#define FH_TAG_SHIFT 32
+#define FH_TAG_MASK 0xfffffull
+static uint64_t fh_of(const struct fuse_file_info *fi, uint64_t tag)
 {
-	return (uint64_t)(unsigned)fi->flags | (fi->direct_io ? FH_DIRECT : 0);
+	return (uint64_t)(unsigned)fi->flags | (fi->direct_io ? FH_DIRECT : 0) | (tag & FH_TAG_MASK) << FH_TAG_SHIFT;
+}
+
+static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
+
+/* C5: a member changing a file through a shared inode (a handle opened
+ * before it joined): the kernel would put the bytes in the page cache
+ * non-members read. */
+static int shared_change(const fs_caller *c, uint64_t fh)
+{
+	return c->tx && fh_tag(fh) != fsd_tx_tag(c->tx) ? -EBADF : 0;
 }
 
 /* O_TRUNC arrives inside open (FUSE_CAP_ATOMIC_O_TRUNC): the same change a
@@ -24,10 +37,14 @@ static uint64_t fh_of(const struct fuse_file_info *fi)
  * set-user-ID and set-group-ID cleared unless the caller is root (the
  * kernel's CAP_FSETID test).  The kernel skips its own clearing of those
  * bits for a truncation done by open, so it falls to us here. */
-static int truncate_at_open(fsd *d, fuse_req_t req, fuse_ino_t ino)
+static int truncate_at_open(fsd *d, fuse_req_t req, fuse_ino_t ino, uint64_t tag)
 {
 	fs_caller c = fsd_caller(req);
 	fs_attr in, out;
+	if (c.tx && tag != fsd_tx_tag(c.tx)) { /* C5: a shared inode's size */
+		fsd_caller_end(&c);
+		return -EBADF;
+	}
 	unsigned set = FS_SET_SIZE | FS_SET_MTIME | FS_SET_MTIME_NOW;
 	memset(&in, 0, sizeof in);
 	clock_gettime(CLOCK_REALTIME, &in.mtime);
@@ -41,9 +58,11 @@ static int truncate_at_open(fsd *d, fuse_req_t req, fuse_ino_t ino)
 
 void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	const uint64_t tag = fsd_alias_tag(ino); /* C5 */
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_OPEN);
 	int rc;
-	if ((fi->flags & O_TRUNC) && (rc = truncate_at_open(d, req, ino)) != 0) {
+	if ((fi->flags & O_TRUNC) && (rc = truncate_at_open(d, req, ino, tag)) != 0) {
 		fsd_reply_err(req, d, rc);
 		return;
 	}
@@ -53,7 +72,7 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fs_caller c = fsd_caller(req);
 	fsd_open_flags(d, &c, ino, fi);
-	fi->fh = fh_of(fi); /* O_APPEND, the access mode, direct I/O: for read and write */
+	fi->fh = fh_of(fi, tag); /* O_APPEND, the access mode, direct I/O, C5: for read and write */
 	fsd_caller_end(&c);
 	if (fuse_reply_open(req, fi) != 0) /* H3 */
 		fs_released(d->fs, ino);
@@ -61,6 +80,7 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_CREATE);
 	fs_caller c = fsd_caller(req);
 	struct fuse_entry_param e;
@@ -76,8 +96,8 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		return;
 	}
 	fsd_open_flags(d, &c, a.ino, fi);
-	fi->fh = fh_of(fi);
-	fsd_to_entry(d, &a, &e);
+	fi->fh = fh_of(fi, fsd_alias_tag(fsd_nodeid(&c, a.ino)));
+	fsd_to_entry(d, &c, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		fs_released(d->fs, a.ino); /* H3 */
@@ -90,6 +110,7 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 
 void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_READ);
 	char *buf = malloc(size ? size : 1);
 	size_t got = 0;
@@ -99,15 +120,15 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	c.update = (fi->fh & O_ACCMODE) != O_RDONLY;
-	if ((rc = fs_read(d->fs, &c, ino, (uint64_t)off, size, buf, &got)) != 0)
+	/* C5: what fills the page cache (no lock owner: read-ahead, mmap
+	 * faults, handles that are not direct I/O) is the view of the node id
+	 * the handle was opened on; a direct read is the caller's */
+	fs_caller v = fi->lock_owner ? c : fsd_cache_view(&c, fh_tag(fi->fh));
+	v.update = v.tx && (fi->fh & O_ACCMODE) != O_RDONLY;
+	if ((rc = fs_read(d->fs, &v, ino, (uint64_t)off, size, buf, &got)) != 0)
 		fsd_reply_err(req, d, rc);
 	else
 		fuse_reply_buf(req, buf, got < size ? got : size);
-	/* C2: a member reading through a handle opened before it joined (not
-	 * direct I/O) filled the shared page cache with its view: drop it */
-	if (c.tx && !(fi->fh & FH_DIRECT))
-		fsd_drop_cache(d, ino);
 	fsd_caller_end(&c);
 	free(buf);
 }
@@ -117,6 +138,7 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
  * copied out first. */
 void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_WRITE);
 	fs_caller c = fsd_caller(req);
 	size_t size = fuse_buf_size(in), done = 0;
@@ -147,7 +169,9 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 	 * drop what it cached at the wrong place. */
 	int append = (fi->fh & O_APPEND) != 0;
 	uint64_t at = 0;
-	if ((rc = fs_write(d->fs, &c, ino, append ? FS_APPEND : (uint64_t)off, data, size, &done, &at)) != 0) {
+	if ((rc = shared_change(&c, fi->fh)) != 0)
+		fsd_reply_err(req, d, rc);
+	else if ((rc = fs_write(d->fs, &c, ino, append ? FS_APPEND : (uint64_t)off, data, size, &done, &at)) != 0) {
 		fsd_reply_err(req, d, rc);
 	} else {
 		fuse_reply_write(req, done);
@@ -164,12 +188,14 @@ out:
  * keeps the kernel from asking. */
 void fsd_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_FLUSH);
 	fsd_reply_err(req, d, 0);
 }
 
 void fsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RELEASE);
 	fs_released(d->fs, ino); /* H3 */
 	fsd_reply_err(req, d, 0);
@@ -177,19 +203,23 @@ void fsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 void fsd_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_FSYNC);
 	fsd_reply_err(req, d, fs_sync(d->fs));
 }
 
 void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_FALLOCATE);
 	if (off < 0 || len <= 0) {
 		fsd_reply_err(req, d, -EINVAL);
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	int rc = fs_fallocate(d->fs, &c, ino, mode, (uint64_t)off, (uint64_t)len);
+	int rc = shared_change(&c, fi->fh);
+	if (!rc)
+		rc = fs_fallocate(d->fs, &c, ino, mode, (uint64_t)off, (uint64_t)len);
 	fsd_reply_err(req, d, rc);
 	if (!rc)
 		fsd_changed(d, &c, ino, 0, NULL);
@@ -199,6 +229,7 @@ void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
 /* SEEK_DATA and SEEK_HOLE only: the kernel answers the others itself. */
 void fsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_LSEEK);
 	uint64_t pos = 0;
 	fs_caller c = fsd_caller(req);
@@ -219,13 +250,15 @@ void fsd_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fus
 void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
 			 fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len, int flags)
 {
+	ino_in = fsd_ino(ino_in); /* C5 */
+	ino_out = fsd_ino(ino_out); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_COPY_FILE_RANGE);
 	fs_caller c = fsd_caller(req);
 	size_t total = 0;
 	char *buf;
 	int rc = 0;
-	if (flags != 0 || off_in < 0 || off_out < 0) {
-		fsd_reply_err(req, d, -EINVAL);
+	if (flags != 0 || off_in < 0 || off_out < 0 || (rc = shared_change(&c, fi_out->fh)) != 0) {
+		fsd_reply_err(req, d, rc ? rc : -EINVAL);
 		fsd_caller_end(&c);
 		return;
 	}

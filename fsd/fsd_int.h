@@ -12,6 +12,22 @@
 
 #include "fsd_ops.h"
 
+/* C5 (fsd_tx.c): a member's kernel inodes are its transaction's own.  Its
+ * entry replies carry a node id naming the inode and the transaction (an
+ * alias); every handler turns node ids back into inode numbers with
+ * fsd_ino first.  Inode numbers stay below 2^FSD_ALIAS_SHIFT (fs.c). */
+#define FSD_ALIAS_SHIFT 44
+#define FSD_INO_MASK ((1ull << FSD_ALIAS_SHIFT) - 1)
+static inline uint64_t fsd_ino(uint64_t nodeid) { return nodeid & FSD_INO_MASK; }
+/* The alias tag of a node id; 0: the shared inode. */
+static inline uint64_t fsd_alias_tag(uint64_t nodeid) { return nodeid >> FSD_ALIAS_SHIFT; }
+uint64_t fsd_tx_tag(const fs_tx *tx); /* never 0 */
+/* The node id the caller's kernel should know ino by. */
+uint64_t fsd_nodeid(const fs_caller *c, uint64_t ino);
+/* The view the kernel caches for a node id of this tag: the caller's if
+ * the tag is its transaction's, else the committed state (tx NULL). */
+fs_caller fsd_cache_view(const fs_caller *c, uint64_t tag);
+
 /* Decoding and replying (fsd_ops.c) */
 fsd *fsd_begin(fuse_req_t req, int op); /* counts the request; every handler starts here */
 /* The caller, and its user transaction (a reference: fsd_caller_end). */
@@ -26,9 +42,9 @@ void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size);
 int fsd_name_ok(const char *name);
 void fsd_reply_err(fuse_req_t req, fsd *d, int rc); /* H5 */
 void fsd_to_stat(const fs_attr *a, struct stat *st);
-void fsd_to_entry(const fsd *d, const fs_attr *a, struct fuse_entry_param *e);
+void fsd_to_entry(fsd *d, const fs_caller *c, const fs_attr *a, struct fuse_entry_param *e);
 double fsd_negative_timeout(const fsd *d); /* C1 */
-void fsd_reply_entry(fuse_req_t req, fsd *d, int rc, const fs_attr *a); /* H2 */
+void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, int rc, const fs_attr *a); /* H2 */
 void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 
 /* What the kernel may cache, H4 (fsd_ops.c) */

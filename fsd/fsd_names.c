@@ -13,11 +13,11 @@
 
 void fsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_LOOKUP);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_lookup(d->fs, &c, parent, name, &a) : -ENAMETOOLONG;
-	fsd_caller_end(&c);
 	if (rc == -ENOENT) {
 		fs_count(d->fs, FSD_OP_NEGATIVE);
 		if (fsd_negative_timeout(d) > 0) {
@@ -28,14 +28,17 @@ void fsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			memset(&e, 0, sizeof e);
 			e.entry_timeout = fsd_negative_timeout(d);
 			fuse_reply_entry(req, &e);
+			fsd_caller_end(&c);
 			return;
 		}
 	}
-	fsd_reply_entry(req, d, rc, &a);
+	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_caller_end(&c);
 }
 
 void fsd_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_FORGET);
 	fs_forget(d->fs, ino, nlookup);
 	fuse_reply_none(req);
@@ -45,18 +48,19 @@ void fsd_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *for
 {
 	fsd *d = fsd_begin(req, FSD_OP_FORGET);
 	for (size_t i = 0; i < count; i++)
-		fs_forget(d->fs, forgets[i].ino, forgets[i].nlookup);
+		fs_forget(d->fs, fsd_ino(forgets[i].ino), forgets[i].nlookup); /* C5 */
 	fuse_reply_none(req);
 }
 
 void fsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_MKNOD);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	/* Device nodes: the kernel already required CAP_MKNOD of the caller. */
 	int rc = fsd_name_ok(name) ? fs_mknod(d->fs, &c, parent, name, mode, rdev, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, rc, &a);
+	fsd_reply_entry(req, d, &c, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -64,11 +68,12 @@ void fsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 
 void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_MKDIR);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_mkdir(d->fs, &c, parent, name, mode, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, rc, &a);
+	fsd_reply_entry(req, d, &c, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -76,11 +81,12 @@ void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 
 void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_SYMLINK);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_symlink(d->fs, &c, parent, name, target, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, rc, &a);
+	fsd_reply_entry(req, d, &c, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -88,11 +94,13 @@ void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const ch
 
 void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	ino = fsd_ino(ino); /* C5 */
+	newparent = fsd_ino(newparent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_LINK);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(newname) ? fs_link(d->fs, &c, ino, newparent, newname, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, rc, &a);
+	fsd_reply_entry(req, d, &c, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, ino, newparent, NULL);
 	fsd_caller_end(&c);
@@ -100,6 +108,7 @@ void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 
 void fsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_UNLINK);
 	fs_caller c = fsd_caller(req);
 	int rc = fsd_name_ok(name) ? fs_unlink(d->fs, &c, parent, name) : -ENAMETOOLONG;
@@ -111,6 +120,7 @@ void fsd_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 void fsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RMDIR);
 	fs_caller c = fsd_caller(req);
 	int rc = fsd_name_ok(name) ? fs_rmdir(d->fs, &c, parent, name) : -ENAMETOOLONG;
@@ -123,6 +133,8 @@ void fsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent, const char *newname,
 		unsigned int flags)
 {
+	parent = fsd_ino(parent); /* C5 */
+	newparent = fsd_ino(newparent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RENAME);
 	fs_caller c = fsd_caller(req);
 	int rc;
@@ -140,6 +152,7 @@ void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 
 void fsd_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_READLINK);
 	fs_caller c = fsd_caller(req);
 	char buf[PATH_MAX + 1];
@@ -156,6 +169,7 @@ void fsd_readlink(fuse_req_t req, fuse_ino_t ino)
 
 void fsd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_OPENDIR);
 	fi->fh = 0;
 	fsd_opendir_flags(d, ino, fi);
@@ -166,6 +180,7 @@ void fsd_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 typedef struct dirbuf {
 	fuse_req_t req;
 	fsd *d;
+	const fs_caller *c;
 	int plus;
 	char *buf;
 	size_t size, used;
@@ -209,7 +224,7 @@ static int fill_dir(void *ctx, const char *name, const fs_attr *a, uint64_t next
 	if (b->plus) {
 		struct fuse_entry_param e;
 		if (a && !is_dot(name)) {
-			fsd_to_entry(b->d, a, &e);
+			fsd_to_entry(b->d, b->c, a, &e);
 		} else { /* the kernel takes no reference for . and .. */
 			memset(&e, 0, sizeof e);
 			e.attr.st_ino = a ? a->ino : 0;
@@ -228,8 +243,8 @@ static int fill_dir(void *ctx, const char *name, const fs_attr *a, uint64_t next
 		if (need > room)
 			return 1;
 		if (e.ino) {
-			fs_ref(b->d->fs, e.ino, 1);
-			b->refs[b->n++] = e.ino;
+			fs_ref(b->d->fs, a->ino, 1);
+			b->refs[b->n++] = a->ino;
 		}
 	} else {
 		struct stat st;
@@ -254,6 +269,7 @@ static void readdir_common(fuse_req_t req, fsd *d, fuse_ino_t ino, size_t size, 
 		return;
 	}
 	fs_caller c = fsd_caller(req);
+	b.c = &c;
 	rc = fs_readdir(d->fs, &c, ino, (uint64_t)off, plus, fill_dir, &b);
 	fsd_caller_end(&c);
 	if (rc == 0)
@@ -270,22 +286,26 @@ static void readdir_common(fuse_req_t req, fsd *d, fuse_ino_t ino, size_t size, 
 
 void fsd_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	readdir_common(req, fsd_begin(req, FSD_OP_READDIR), ino, size, off, 0);
 }
 
 void fsd_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	readdir_common(req, fsd_begin(req, FSD_OP_READDIRPLUS), ino, size, off, 1);
 }
 
 void fsd_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RELEASEDIR);
 	fsd_reply_err(req, d, 0);
 }
 
 void fsd_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_FSYNCDIR);
 	fsd_reply_err(req, d, fs_sync(d->fs));
 }

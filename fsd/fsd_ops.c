@@ -149,25 +149,33 @@ void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 0;
 }
 
-void fsd_to_entry(const fsd *d, const fs_attr *a, struct fuse_entry_param *e)
+void fsd_to_entry(fsd *d, const fs_caller *c, const fs_attr *a, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
-	e->ino = a->ino;
+	e->ino = fsd_nodeid(c, a->ino); /* C5 */
 	e->generation = 0; /* inode numbers are never reused (fs.h) */
 	fsd_to_stat(a, &e->attr);
 	e->entry_timeout = entry_timeout(d, a);
 	e->attr_timeout = attr_timeout(d, a);
+	if (e->entry_timeout > 0) { /* C6: how long the kernel may resolve this name without asking */
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t until = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+				 (uint64_t)(e->entry_timeout * 1e9);
+		if (until > __atomic_load_n(&d->cached_until, __ATOMIC_RELAXED))
+			__atomic_store_n(&d->cached_until, until, __ATOMIC_RELAXED);
+	}
 }
 
 /* H2: a reply with a new lookup reference. */
-void fsd_reply_entry(fuse_req_t req, fsd *d, int rc, const fs_attr *a)
+void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, int rc, const fs_attr *a)
 {
 	struct fuse_entry_param e;
 	if (rc) {
 		fsd_reply_err(req, d, rc);
 		return;
 	}
-	fsd_to_entry(d, a, &e);
+	fsd_to_entry(d, c, a, &e);
 	/* the fs call took the reference (fs.h, Names) */
 	if (fuse_reply_entry(req, &e) != 0)
 		fs_forget(d->fs, a->ino, 1);

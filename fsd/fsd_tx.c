@@ -36,7 +36,29 @@
  *       the kernel may have updated in place from that reply (sizes after
  *       writes, attributes, moved names): fsd_changed.
  *   C4  At commit and abort every inode and name the write set touched is
- *       invalidated before txcommit/txabort returns (fs_tx.c X4).
+ *       invalidated before txcommit/txabort returns (fs_tx.c X4), the
+ *       shared inode and the transaction's own (C5) both.
+ *   C5  A member's kernel inodes are its transaction's own: every entry
+ *       it gets names the inode by an alias node id (the inode number
+ *       with the transaction's tag in bits 44-63; the root excepted), so
+ *       the kernel keeps a separate inode -- sizes, attributes, page
+ *       cache, a removed directory's deadness -- for the transaction, and
+ *       the shared inode of non-members never holds a member's view.
+ *       Members and non-members resolving the same name replace each
+ *       other's dentries (zero timeouts, C1: the kernel asks every time).
+ *       What the kernel caches of a node id is one view: the committed
+ *       state for a shared inode, the transaction's for its alias
+ *       (fsd_cache_view); so a read through the page cache (mmap faults,
+ *       read-ahead, handles that are not direct I/O: FUSE sends them with
+ *       no lock owner) answers that view whoever asks, and a member's
+ *       writes, truncations and fallocates through a shared inode (a
+ *       handle opened before it joined) fail with EBADF, since the kernel
+ *       would put their bytes in the shared page cache first.  Tags wrap
+ *       after 2^20 - 1 transactions.
+ *   C6  Names the kernel was allowed to keep before the first transaction
+ *       opened would resolve to shared inodes without asking: a begin
+ *       that opens the first transaction waits until they expired
+ *       (entry_timeout, 1 s by default, at most once per idle period).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -248,33 +270,71 @@ void fsd_caller_end(fs_caller *c)
 
 /* ---- cache coherence (C3, C4) ---- */
 
-static void notify(void *ctx, uint64_t ino, const char *name, size_t len)
+static void inval(struct fsd_txs *x, uint64_t nodeid, const char *name, size_t len)
 {
-	struct fsd_txs *x = ctx;
 	if (!x->se || x->stop)
 		return;
 	if (name)
-		(void)fuse_lowlevel_notify_inval_entry(x->se, ino, name, len);
+		(void)fuse_lowlevel_notify_inval_entry(x->se, nodeid, name, len);
 	else
-		(void)fuse_lowlevel_notify_inval_inode(x->se, ino, 0, 0);
+		(void)fuse_lowlevel_notify_inval_inode(x->se, nodeid, 0, 0);
+}
+
+static uint64_t tag_of(uint64_t txid);
+
+/* C4: the fs layer's callback at the end of a transaction (fs_set_notify) */
+static void notify(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len)
+{
+	inval(ctx, ino, name, len);
+	if (txid && ino != FS_ROOT_INO)
+		inval(ctx, ino | tag_of(txid) << FSD_ALIAS_SHIFT, name, len);
 }
 
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name)
 {
 	if (!c->tx || !d->txs)
 		return;
+	/* the member's own inodes (C5) took the reply; the shared ones may
+	 * hold its names (a create in a directory it opened before joining) */
 	if (ino)
-		notify(d->txs, ino, NULL, 0);
-	if (parent)
-		notify(d->txs, parent, NULL, 0);
-	if (parent && name)
-		notify(d->txs, parent, name, strlen(name));
+		inval(d->txs, fsd_nodeid(c, ino), NULL, 0);
+	if (parent) {
+		inval(d->txs, fsd_nodeid(c, parent), NULL, 0);
+		inval(d->txs, parent, NULL, 0);
+	}
+	if (parent && name) {
+		inval(d->txs, fsd_nodeid(c, parent), name, strlen(name));
+		inval(d->txs, parent, name, strlen(name));
+	}
+}
+
+/* ---- private inodes (C5) ---- */
+
+#define TAG_MAX ((1ull << (64 - FSD_ALIAS_SHIFT)) - 1)
+
+static uint64_t tag_of(uint64_t txid) { return (txid - 1) % TAG_MAX + 1; }
+
+uint64_t fsd_tx_tag(const fs_tx *tx) { return tag_of(fs_tx_id(tx)); }
+
+uint64_t fsd_nodeid(const fs_caller *c, uint64_t ino)
+{
+	if (!c->tx || ino == FS_ROOT_INO) /* the root is the mount's: never an alias */
+		return ino;
+	return ino | fsd_tx_tag(c->tx) << FSD_ALIAS_SHIFT;
+}
+
+fs_caller fsd_cache_view(const fs_caller *c, uint64_t tag)
+{
+	fs_caller v = *c;
+	if (!c->tx || tag != fsd_tx_tag(c->tx))
+		v.tx = NULL;
+	return v;
 }
 
 void fsd_drop_cache(fsd *d, uint64_t ino)
 {
 	if (d->txs)
-		notify(d->txs, ino, NULL, 0);
+		inval(d->txs, ino, NULL, 0);
 }
 
 /* ---- the reaper ---- */
@@ -521,6 +581,19 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		snprintf(msg, sizeof msg, "cannot begin a transaction: %s", strerror(-rc));
 		answer(req, d, size, -rc, msg);
 		return;
+	}
+	/* C6: names cached before the first transaction opened must expire
+	 * before a member resolves them */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* (plus the kernel's rounding up to jiffies and the reply's trip) */
+	uint64_t until = __atomic_load_n(&d->cached_until, __ATOMIC_RELAXED) + 50000000ull;
+	if (until > now) {
+		uint64_t w = until - now;
+		struct timespec dt = {.tv_sec = (time_t)(w / 1000000000ull), .tv_nsec = (long)(w % 1000000000ull)};
+		while (nanosleep(&dt, &dt) != 0 && errno == EINTR)
+			;
 	}
 	pthread_mutex_lock(&x->mu);
 	if (x->nb < MAX_BOUND) {
