@@ -97,8 +97,14 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 		return tp_lock(op->t, name, len, mode);
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec};
+	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
+		       .tid = gettid()};
 	pthread_mutex_lock(&f->wmu);
+	for (int i = 0; i < f->nintr; i++)
+		if (f->intr[i] == w.tid) { /* interrupted before it waited */
+			pthread_mutex_unlock(&f->wmu);
+			return EINTR;
+		}
 	w.next = f->waiters;
 	f->waiters = &w;
 	pthread_mutex_unlock(&f->wmu);
@@ -110,7 +116,32 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 			break;
 		}
 	pthread_mutex_unlock(&f->wmu);
+	if (w.interrupted && rc == TP_ETIMEOUT)
+		rc = EINTR;
 	return rc;
+}
+
+void fs_interrupt(fs *f, pid_t tid)
+{
+	int found = 0;
+	pthread_mutex_lock(&f->wmu);
+	for (fs_waiter *w = f->waiters; w; w = w->next)
+		if (w->tid == tid) {
+			w->interrupted = found = 1;
+			(void)tp_lock_cancel(w->t);
+		}
+	if (!found && f->nintr < (int)(sizeof f->intr / sizeof f->intr[0]))
+		f->intr[f->nintr++] = tid;
+	pthread_mutex_unlock(&f->wmu);
+}
+
+void fs_interrupt_done(fs *f, pid_t tid)
+{
+	pthread_mutex_lock(&f->wmu);
+	for (int i = 0; i < f->nintr; i++)
+		if (f->intr[i] == tid)
+			f->intr[i--] = f->intr[--f->nintr];
+	pthread_mutex_unlock(&f->wmu);
 }
 
 static int lock_named(fs_op *op, char kind, uint64_t ino, int mode)

@@ -216,6 +216,12 @@ void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size);
  * asleep in the kernel (not waiting for this daemon) on three consecutive
  * watches has its wait cancelled: it fails with EDEADLK (a member's
  * transaction is doomed, X2).  Returns how many were cancelled. */
+/* The kernel interrupted the request thread tid is serving (a signal, kill
+ * -9 of a process waiting for a transaction's lock): its lock wait ends
+ * with EINTR, now or when it starts; fs_interrupt_done when the request
+ * ends.  A member's transaction stays open. */
+void fs_interrupt(fs *f, pid_t tid);
+void fs_interrupt_done(fs *f, pid_t tid);
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);

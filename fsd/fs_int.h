@@ -66,6 +66,8 @@ struct fs {
 	void *notify_ctx;
 	pthread_mutex_t wmu;        /* waiters */
 	struct fs_waiter *waiters;  /* calls waiting for a lock while transactions are open (fs_tx_watch) */
+	pid_t intr[16];             /* threads whose request was interrupted before they waited (fs_interrupt) */
+	int nintr;
 };
 
 /* A call waiting for a transaction-level lock (fs_tx.c X5). */
@@ -74,6 +76,8 @@ typedef struct fs_waiter {
 	fs_tx *tx;                /* a member's call, else NULL */
 	uint64_t since_ns;
 	int strikes;              /* consecutive watches that saw its holder blocked in the kernel */
+	pid_t tid;                /* the waiting thread */
+	int interrupted;          /* its request was interrupted: the wait ends with EINTR */
 	struct fs_waiter *next;
 } fs_waiter;
 

@@ -252,13 +252,27 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid)
 	return tx;
 }
 
+/* The fs of a request that may be interrupted, for fsd_caller_end. */
+static __thread fs *tl_fs;
+
+static void interrupted(fuse_req_t req, void *tid)
+{
+	fsd *d = fuse_req_userdata(req);
+	fs_interrupt(d->fs, (pid_t)(intptr_t)tid);
+}
+
 fs_caller fsd_caller(fuse_req_t req)
 {
 	const struct fuse_ctx *x = fuse_req_ctx(req);
 	fsd *d = fuse_req_userdata(req);
 	fs_caller c = {.uid = x->uid, .gid = x->gid, .pid = x->pid, .umask = x->umask};
-	if (fs_tx_count(d->fs) > 0 && d->txs) /* nothing measurable when no transaction is open */
+	if (fs_tx_count(d->fs) > 0 && d->txs) { /* nothing measurable when no transaction is open */
 		c.tx = resolve(d, x->pid, x->uid);
+		/* a lock wait of this request ends when the kernel interrupts it */
+		tl_fs = d->fs;
+		fs_interrupt_done(d->fs, gettid()); /* (one left by this thread's last request) */
+		fuse_req_interrupt_func(req, interrupted, (void *)(intptr_t)gettid());
+	}
 	return c;
 }
 
@@ -266,6 +280,10 @@ void fsd_caller_end(fs_caller *c)
 {
 	fs_tx_put(c->tx);
 	c->tx = NULL;
+	if (tl_fs) {
+		fs_interrupt_done(tl_fs, gettid());
+		tl_fs = NULL;
+	}
 }
 
 /* ---- cache coherence (C3, C4) ---- */
