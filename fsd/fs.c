@@ -301,7 +301,7 @@ int fs_iput(fs_op *op, const fs_inode *in)
 			memset(&d, 0, sizeof d);
 			if ((rc = ws_put(op->ws, WS_DELTA, k, 8, &d, sizeof d)) != 0)
 				return rc;
-		} else if (rc > 0) {
+		} else if (rc > 1) { /* (1: found, already zero) */
 			return rc;
 		}
 	}
@@ -525,6 +525,9 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_mutex_init(&f->txmu, NULL);
 	pthread_mutex_init(&f->wmu, NULL);
+	pthread_mutex_init(&f->imu, NULL);
+	pthread_cond_init(&f->icv, NULL);
+	pthread_cond_init(&f->idone, NULL);
 	f->next_txid = 1;
 	f->store = strdup(store);
 	tp_options_init(&to);
@@ -647,6 +650,9 @@ int fs_unmount(fs *f)
 	pthread_mutex_destroy(&f->mu);
 	pthread_mutex_destroy(&f->txmu);
 	pthread_mutex_destroy(&f->wmu);
+	pthread_mutex_destroy(&f->imu);
+	pthread_cond_destroy(&f->icv);
+	pthread_cond_destroy(&f->idone);
 	free(f->store);
 	free(f);
 	return fs_errno(rc);
@@ -719,6 +725,7 @@ void fs_counters_get(fs *f, fs_counters *out)
 	for (int i = 0; i < 64; i++)
 		out->ops[i] = __atomic_load_n(&f->ctr.ops[i], __ATOMIC_RELAXED);
 	out->retries = __atomic_load_n(&f->ctr.retries, __ATOMIC_RELAXED);
+	out->inval_late = __atomic_load_n(&f->ctr.inval_late, __ATOMIC_RELAXED);
 }
 
 int fs_report(fs *f, char *buf, size_t size)
@@ -729,12 +736,13 @@ int fs_report(fs *f, char *buf, size_t size)
 	int n = snprintf(buf, size,
 			 "store %s\n"
 			 "transactions: %" PRIu64 " committed, %" PRIu64 " rolled back, %" PRIu64 " retried after a deadlock\n"
+			 "user transactions: %" PRIu64 " commits invalidated the kernel's caches after their locks\n"
 			 "log: %" PRIu64 " records, %" PRIu64 " bytes, %" PRIu64 " flushes, %" PRIu64 " page images\n"
 			 "cache: %" PRIu64 "%% hits (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " page reads, %" PRIu64
 			 " page writes, %" PRIu64 " checkpoints\n"
 			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
 			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
-			 f->store, s.commits, s.aborts, f->ctr.retries, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
+			 f->store, s.commits, s.aborts, f->ctr.retries, f->ctr.inval_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
 			 hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes, s.checkpoints, s.rec_records,
 			 s.rec_redone, s.rec_losers, s.rec_ms, f->orphans_reclaimed);
 	return n < 0 ? -EIO : n;

@@ -230,6 +230,7 @@ void fs_tx_abort_all(fs *f, const char *reason);
 typedef struct fs_counters {
 	uint64_t ops[64];
 	uint64_t retries; /* calls retried after losing a deadlock */
+	uint64_t inval_late; /* commits whose invalidation outlasted their locks (fs_tx.c X6) */
 } fs_counters;
 void fs_count(fs *f, int op);
 void fs_counters_get(fs *f, fs_counters *out);

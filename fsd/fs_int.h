@@ -64,6 +64,12 @@ struct fs {
 	unsigned nhistory;
 	fs_notify_fn notify;        /* cache invalidation (fsd) */
 	void *notify_ctx;
+	/* the invalidation thread of commits (fs_tx.c X6), under imu */
+	pthread_mutex_t imu;
+	pthread_cond_t icv, idone;
+	pthread_t ithr;
+	int irunning, istop;
+	struct inval_job *ijobs;
 	pthread_mutex_t wmu;        /* waiters */
 	struct fs_waiter *waiters;  /* calls waiting for a lock while transactions are open (fs_tx_watch) */
 	pid_t intr[16];             /* threads whose request was interrupted before they waited (fs_interrupt) */

@@ -40,6 +40,11 @@
  *   X5  A wait for a transaction's lock never lasts while that transaction
  *       is itself stuck in the kernel behind the waiting request
  *       (fs_tx_watch, fs.h): such waits are cancelled.
+ *   X6  A commit's invalidations are sent after its records are written
+ *       and before its engine commit releases the "I" locks, so no plain
+ *       call can read (and the kernel cache) the new state of one file
+ *       while another still shows the old one from a warm cache.  The wait
+ *       for them is bounded (notify_before_release): X4's exception.
  */
 #include "fs_int.h"
 
@@ -83,10 +88,24 @@ struct fs_tx {
 	uint64_t wait_since_ns;
 };
 
+static void *inval_thread(void *arg);
+
 void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx)
 {
+	if (!fn && f->irunning) { /* stop the thread of X6 after its last job */
+		pthread_mutex_lock(&f->imu);
+		f->istop = 1;
+		pthread_cond_signal(&f->icv);
+		pthread_mutex_unlock(&f->imu);
+		pthread_join(f->ithr, NULL);
+		f->irunning = 0;
+	}
 	f->notify = fn;
 	f->notify_ctx = ctx;
+	if (fn && !f->irunning) {
+		f->istop = 0;
+		f->irunning = pthread_create(&f->ithr, NULL, inval_thread, f) == 0;
+	}
 }
 
 static uint64_t now_ns(void)
@@ -249,12 +268,59 @@ void fs_tx_member(fs_tx *tx, pid_t pid)
 	pthread_mutex_unlock(&tx->f->txmu);
 }
 
-/* ---- cache invalidation of everything a write set names (X4) ---- */
+/* ---- cache invalidation of everything a write set names (X4, X6) ---- */
 
-static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
+typedef struct inval_item {
+	uint64_t ino;
+	char *name; /* NULL: the inode */
+	size_t len;
+} inval_item;
+
+typedef struct inval_job {
+	struct inval_job *next;
+	uint64_t txid;
+	inval_item *v;
+	size_t n;
+	int done, refs; /* under f->imu */
+} inval_job;
+
+static void job_free(inval_job *j)
 {
-	if (!f->notify || !ws)
+	if (!j)
 		return;
+	for (size_t i = 0; i < j->n; i++)
+		free(j->v[i].name);
+	free(j->v);
+	free(j);
+}
+
+static int job_add(inval_job *j, size_t *cap, uint64_t ino, const void *name, size_t len)
+{
+	if (j->n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		inval_item *v = realloc(j->v, nc * sizeof *v);
+		if (!v)
+			return -1;
+		j->v = v, *cap = nc;
+	}
+	inval_item *it = &j->v[j->n];
+	*it = (inval_item){.ino = ino, .len = len};
+	if (name && !(it->name = malloc(len ? len : 1)))
+		return -1;
+	if (name)
+		memcpy(it->name, name, len);
+	j->n++;
+	return 0;
+}
+
+/* Every inode and name ws changed; NULL without memory. */
+static inval_job *job_of(uint64_t txid, fs_ws *ws)
+{
+	inval_job *j = calloc(1, sizeof *j);
+	size_t cap = 0;
+	if (!j)
+		return NULL;
+	j->txid = txid;
 	for (int tree = WS_INODE; tree < WS_NTREES; tree++) {
 		uint64_t last = 0;
 		for (ws_node *n = ws_seek(ws, tree, "", 0, 0); n; n = ws_next(ws, n)) {
@@ -267,13 +333,98 @@ static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
 				memcpy(&ino, k, 8);
 			else
 				ino = fs_getbe64(k);
-			if (tree == WS_DIRENT && kl > 16)
-				f->notify(f->notify_ctx, txid, ino, (const char *)k + 16, kl - 16);
-			if (ino != last)
-				f->notify(f->notify_ctx, txid, ino, NULL, 0);
+			if ((tree == WS_DIRENT && kl > 16 && job_add(j, &cap, ino, k + 16, kl - 16)) ||
+			    (ino != last && job_add(j, &cap, ino, NULL, 0))) {
+				job_free(j);
+				return NULL;
+			}
 			last = ino;
 		}
 	}
+	return j;
+}
+
+static void job_run(fs *f, const inval_job *j)
+{
+	for (size_t i = 0; i < j->n; i++)
+		f->notify(f->notify_ctx, j->txid, j->v[i].ino, j->v[i].name, j->v[i].len);
+}
+
+static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
+{
+	if (!f->notify || !ws)
+		return;
+	inval_job *j = job_of(txid, ws);
+	if (j)
+		job_run(f, j);
+	job_free(j);
+}
+
+static void job_put(fs *f, inval_job *j) /* under imu */
+{
+	(void)f;
+	if (--j->refs == 0)
+		job_free(j);
+}
+
+static void *inval_thread(void *arg)
+{
+	fs *f = arg;
+	pthread_mutex_lock(&f->imu);
+	for (;;) {
+		while (!f->ijobs && !f->istop)
+			pthread_cond_wait(&f->icv, &f->imu);
+		inval_job *j = f->ijobs;
+		if (!j)
+			break;
+		f->ijobs = j->next;
+		pthread_mutex_unlock(&f->imu);
+		job_run(f, j);
+		pthread_mutex_lock(&f->imu);
+		j->done = 1;
+		pthread_cond_broadcast(&f->idone);
+		job_put(f, j);
+	}
+	pthread_mutex_unlock(&f->imu);
+	return NULL;
+}
+
+/* X6: invalidate what a committing transaction changed while its locks
+ * still keep every plain call from reading it, so that a non-member with
+ * warm caches sees the whole commit or none of it.  The kernel may wait
+ * inside an invalidation for a page or directory lock that a request
+ * blocked on those very locks holds (a read filling that page): the wait
+ * here is bounded, and past it the commit goes on and releases its locks,
+ * the thread finishing the invalidations after (atomic then only for what
+ * was invalidated before).  1: done or handed over; 0: not done. */
+#define INVAL_WAIT_NS 20000000ll
+
+static int notify_before_release(fs *f, uint64_t txid, fs_ws *ws)
+{
+	if (!f->notify || !ws || !f->irunning)
+		return 0;
+	inval_job *j = job_of(txid, ws);
+	if (!j)
+		return 0;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += INVAL_WAIT_NS;
+	if (dl.tv_nsec >= 1000000000l)
+		dl.tv_sec++, dl.tv_nsec -= 1000000000l;
+	pthread_mutex_lock(&f->imu);
+	j->refs = 2;
+	inval_job **pp = &f->ijobs;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = j;
+	pthread_cond_signal(&f->icv);
+	while (!j->done && pthread_cond_timedwait(&f->idone, &f->imu, &dl) == 0)
+		;
+	if (!j->done)
+		__atomic_add_fetch(&f->ctr.inval_late, 1, __ATOMIC_RELAXED);
+	job_put(f, j);
+	pthread_mutex_unlock(&f->imu);
+	return 1;
 }
 
 /* ---- member calls (X1, X2) ---- */
@@ -514,6 +665,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		return -rc;
 	}
 	rc = apply(tx);
+	int invalidated = rc == 0 && notify_before_release(f, tx->id, tx->ws); /* X6 */
 	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0)
 		rc = tp_commit(tx->t, 0); /* durable on return */
@@ -549,7 +701,8 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 			 commit_failure(e), tp_errmsg());
 		history_add(f, tx, "failed to commit: %s", commit_failure(e));
 	}
-	notify_all(f, tx->id, ws);
+	if (!invalidated)
+		notify_all(f, tx->id, ws);
 	ws_destroy(ws);
 	return -e;
 }

@@ -50,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
+#include <time.h>
 
 #include "fsd_int.h"
 
@@ -108,20 +109,40 @@ void fsd_to_stat(const fs_attr *a, struct stat *st)
 	st->st_ctim = a->ctime;
 }
 
+/* C1 (fsd_tx.c): a transaction is open, or was less than TX_LINGER_NS
+ * ago (so that a begin right after a commit need not wait out names cached
+ * in between: C6). */
+#define TX_LINGER_NS 5000000000ull
+
+static int tx_mode(const fsd *d)
+{
+	uint64_t *seen = (uint64_t *)&d->tx_seen; /* a relaxed atomic */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (fs_tx_count(d->fs)) {
+		if (now > __atomic_load_n(seen, __ATOMIC_RELAXED))
+			__atomic_store_n(seen, now, __ATOMIC_RELAXED);
+		return 1;
+	}
+	uint64_t last = __atomic_load_n(seen, __ATOMIC_RELAXED);
+	return last && now < last + TX_LINGER_NS;
+}
+
 /* H4: how long the kernel may keep a name and attributes. */
 static double entry_timeout(const fsd *d, const fs_attr *a)
 {
-	(void)a; /* C1 (fsd_tx.c): nothing cached while a transaction is open */
-	return fs_tx_count(d->fs) ? 0 : d->entry_timeout;
+	(void)a; /* C1: nothing cached while transactions are about */
+	return tx_mode(d) ? 0 : d->entry_timeout;
 }
 
 static double attr_timeout(const fsd *d, const fs_attr *a)
 {
 	(void)a; /* C1 */
-	return fs_tx_count(d->fs) ? 0 : d->attr_timeout;
+	return tx_mode(d) ? 0 : d->attr_timeout;
 }
 
-double fsd_negative_timeout(const fsd *d) { return fs_tx_count(d->fs) ? 0 : d->negative_timeout; }
+double fsd_negative_timeout(const fsd *d) { return tx_mode(d) ? 0 : d->negative_timeout; }
 
 /* H4: what the kernel may cache of an open file.  keep_cache: the page cache
  * survives the open (every write went through it: op_init); noflush: no

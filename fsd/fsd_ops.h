@@ -96,6 +96,7 @@ typedef struct fsd {
 	struct fuse_conn_info_opts *conn_opts; /* -o max_write=, splice_read, ... given by the user; may be NULL */
 	struct fsd_txs *txs;     /* user transactions (fsd_tx.c), set before the session loop */
 	uint64_t cached_until;   /* C6: CLOCK_MONOTONIC ns until which a name the kernel was allowed to keep may live */
+	uint64_t tx_seen;        /* C1: CLOCK_MONOTONIC_COARSE ns when a transaction was last seen open */
 } fsd;
 
 /* User transactions (fsd_tx.c): started after the mount, stopped (every

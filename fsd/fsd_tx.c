@@ -24,9 +24,9 @@
  *
  * Caches (C1-C4; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
- *   C1  While any transaction is open, every entry, negative entry and
- *       attribute reply carries a zero timeout, so nothing cached can
- *       outlive a change of view.
+ *   C1  While any transaction is open, and for 5 s after the last one
+ *       ended, every entry, negative entry and attribute reply carries a
+ *       zero timeout, so nothing cached can outlive a change of view.
  *   C2  A member's open is direct I/O: its reads and writes never pass
  *       through, nor fill, the shared page cache.  (So a shared mmap of a
  *       file opened in a transaction fails with ENODEV; a private one

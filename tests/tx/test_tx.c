@@ -2100,6 +2100,28 @@ Test(tx, prejoin_handle_refused, .timeout = 60)
 	finish();
 }
 
+/* A directory renamed twice in a transaction that removed an entry in it
+ * (its pending link-count delta was already folded into its record by the
+ * first rename: the second used to fail with EPERM). */
+Test(tx, rename_dir_twice_after_unlink_in_it, .timeout = 60)
+{
+	start();
+	cr_assert(mkdir(mp("rd"), 0755) == 0 && mkdir(mp("rd/d1"), 0755) == 0);
+	put("rd/d1/f1", "x");
+	tsh *s = tsh_open("T", 1);
+	SH_OK(s, "rm rd/d1/f1 && mv -T rd/d1 rd/d2 && mv -T rd/d2 rd/d3 && mkdir rd/d3/e && mv -T rd/d3 rd/d4");
+	cr_expect(nm_access("rd/d1/f1") == 0 && nm_access("rd/d4") == ENOENT, "the renames are visible before the commit");
+	tsh_commit(s);
+	cr_expect(nm_access("rd/d4/e") == 0 && nm_access("rd/d1") == ENOENT && nm_access("rd/d2") == ENOENT &&
+			  nm_access("rd/d3") == ENOENT && nm_access("rd/d4/f1") == ENOENT,
+		  "after the commit: rd/d4/e, and neither rd/d1, rd/d2, rd/d3 nor rd/d4/f1");
+	struct stat st;
+	cr_expect(stat(mp("rd"), &st) == 0 && st.st_nlink == 3, "rd has %ld links, expected 3", (long)st.st_nlink);
+	cr_expect(stat(mp("rd/d4"), &st) == 0 && st.st_nlink == 3, "rd/d4 has %ld links, expected 3",
+		  (long)st.st_nlink);
+	finish();
+}
+
 /* ---------------------------------------------------------------------- */
 /* The tools, end to end                                                  */
 
