@@ -62,6 +62,8 @@ typedef struct fs_caller {
 	int update;     /* reads through a handle open for writing: a member
 			   locks X at once, so read-then-write never
 			   deadlocks on the upgrade */
+	int refuse;     /* an errno every call of this caller fails with
+			   (an orphaned member, fsd_tx.c L2), or 0 */
 } fs_caller;
 
 typedef struct fs_attr {

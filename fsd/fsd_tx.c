@@ -21,6 +21,18 @@
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
  * says so: fs_tx_history).
+ *   L2  A member that outlives its bound process (kill -9 of the shell
+ *       while a command of it runs) is reparented away from it and would
+ *       otherwise go on as a plain caller, its later writes committed one
+ *       call at a time.  Every process seen as a member, and its ancestors
+ *       below the bound process, are remembered (pid and start time); a
+ *       process with such an ancestor -- itself
+ *       included -- whose transaction was aborted for the exit, or is
+ *       still open without the bound process among its ancestors, fails
+ *       every call with ECANCELED until it exits.  So does a process that
+ *       made no call before the bound one died: one of the dead process's
+ *       session (if it led one) or else process group, started between
+ *       the begin and the exit (group_rule).
  *
  * Caches (C1-C4; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
@@ -60,6 +72,7 @@
  *       that opens the first transaction waits until they expired
  *       (entry_timeout, 1 s by default, at most once per idle period).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -86,6 +99,7 @@ typedef struct cache_ent {
 	pid_t tid;
 	uid_t uid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
+	int refuse;                /* an orphaned member (L2): its calls fail */
 	uint64_t checked_ns;       /* when start was last read from /proc */
 } cache_ent;
 
@@ -99,10 +113,45 @@ static uint64_t mono_ns(void)
 typedef struct bound {
 	int fd; /* pidfd */
 	uint64_t txid;
+	pid_t pgid, sid; /* of the bound process, and whether it leads its session */
+	int leader;
+	uint64_t since;  /* when the transaction began, in clock ticks since boot */
 } bound;
+
+/* L2: the processes a bound process that exited may have left behind:
+ * those of its session (if it led one) or process group, started while its
+ * transaction was open. */
+typedef struct group_rule {
+	pid_t id;
+	int session;
+	uint64_t since, until;
+} group_rule;
+#define MAX_RULES 64
+
+/* Now, in clock ticks since boot (the unit of /proc/PID/stat's start time). */
+static uint64_t boot_ticks(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	long hz = sysconf(_SC_CLK_TCK);
+	return (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
+}
+
+/* A process seen as a member (L2): pid and start time, its transaction,
+ * and whether that transaction was aborted because its bound process
+ * exited. */
+typedef struct seen_ent {
+	pid_t pid;
+	uint64_t start, txid;
+	int doomed;
+} seen_ent;
+#define MAX_SEEN 4096
 
 struct fsd_txs {
 	fsd *d;
+	seen_ent seen[MAX_SEEN]; /* under mu */
+	group_rule rules[MAX_RULES];
+	int nseen, nrules, ndoomed; /* ndoomed (doomed entries and rules): relaxed atomic reads */
 	struct fuse_session *se;
 	pthread_mutex_t mu;     /* cache, bound */
 	cache_ent cache[CACHE_SLOTS];
@@ -117,7 +166,7 @@ struct fsd_txs {
 /* ---- processes ---- */
 
 typedef struct proc {
-	pid_t pid, ppid;
+	pid_t pid, ppid, pgid, sid;
 	uint64_t start;
 	char comm[32];
 } proc;
@@ -147,6 +196,10 @@ static int proc_read(pid_t pid, proc *p)
 	for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
 		if (field == 4)
 			p->ppid = (pid_t)strtol(tok, NULL, 10);
+		if (field == 5)
+			p->pgid = (pid_t)strtol(tok, NULL, 10);
+		if (field == 6)
+			p->sid = (pid_t)strtol(tok, NULL, 10);
 		if (field == 22) {
 			p->start = strtoull(tok, NULL, 10);
 			return 0;
@@ -211,18 +264,61 @@ static fs_tx *chain_tx(fsd *d, const proc *chain, int n, int *at)
 	return NULL;
 }
 
-static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid)
+/* L2: the process of chain[0], or an ancestor, was a member of a
+ * transaction it is no longer under -- one aborted because its bound
+ * process exited (doomed), or one still open whose bound process is not
+ * among the ancestors any more (the process was orphaned: the bound one
+ * died, or it escaped by a double fork).  Under x->mu. */
+static int orphaned(fsd *d, const proc *chain, int n)
+{
+	struct fsd_txs *x = d->txs;
+	for (int r = 0; r < x->nrules; r++) {
+		const group_rule *g = &x->rules[r];
+		if ((g->session ? chain[0].sid : chain[0].pgid) == g->id && chain[0].start >= g->since &&
+		    chain[0].start <= g->until)
+			return 1;
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < x->nseen; j++) {
+			seen_ent *s = &x->seen[j];
+			if (s->pid != chain[i].pid || s->start != chain[i].start)
+				continue;
+			if (s->doomed)
+				return 1;
+			fs_tx *tx = fs_tx_by_id(d->fs, s->txid);
+			fs_tx_put(tx);
+			if (tx)
+				return 1;
+		}
+	return 0;
+}
+
+/* Under x->mu. */
+static void seen_add(struct fsd_txs *x, const proc *p, uint64_t txid)
+{
+	for (int j = 0; j < x->nseen; j++)
+		if (x->seen[j].pid == p->pid && x->seen[j].start == p->start) {
+			x->seen[j].txid = txid;
+			return;
+		}
+	if (x->nseen < MAX_SEEN)
+		x->seen[x->nseen++] = (seen_ent){.pid = p->pid, .start = p->start, .txid = txid};
+}
+
+static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 {
 	struct fsd_txs *x = d->txs;
 	proc self, chain[MAX_DEPTH];
-	int n;
+	int n = 0;
 	uint64_t gen = fs_tx_gen(d->fs), now = mono_ns();
+	*refuse = 0;
 	if (tid <= 0)
 		return NULL;
 	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&x->mu);
 	if (e->tid == tid && e->uid == uid && e->gen == gen && now - e->checked_ns < CACHE_TRUST_NS) {
 		uint64_t id = e->txid;
+		*refuse = e->refuse;
 		pthread_mutex_unlock(&x->mu);
 		return id ? fs_tx_by_id(d->fs, id) : NULL;
 	}
@@ -233,23 +329,94 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid)
 	if (e->tid == tid && e->uid == uid && e->start == self.start && e->gen == gen) {
 		e->checked_ns = now;
 		uint64_t id = e->txid;
+		*refuse = e->refuse;
 		pthread_mutex_unlock(&x->mu);
 		return id ? fs_tx_by_id(d->fs, id) : NULL;
 	}
 	pthread_mutex_unlock(&x->mu);
 	fs_tx *tx = NULL;
+	int at = 0;
 	if (ancestry(tid, chain, &n) == 0)
-		tx = chain_tx(d, chain, n, NULL);
+		tx = chain_tx(d, chain, n, &at);
+	int under_bound = tx != NULL;
 	if (tx && uid != 0 && uid != fs_tx_uid(tx)) { /* another user's: not a member */
 		fs_tx_put(tx);
 		tx = NULL;
 	}
 	pthread_mutex_lock(&x->mu);
-	*e = (cache_ent){.tid = tid, .uid = uid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0, .checked_ns = now};
+	if (tx) /* the caller and its ancestors below the bound process */
+		for (int i = 0; i < at; i++)
+			seen_add(x, &chain[i], fs_tx_id(tx));
+	else if (!under_bound && n && (x->nseen || x->nrules))
+		*refuse = orphaned(d, chain, n);
+	*e = (cache_ent){.tid = tid, .uid = uid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0,
+			 .refuse = *refuse, .checked_ns = now};
 	pthread_mutex_unlock(&x->mu);
 	if (tx)
 		fs_tx_member(tx, n ? chain[0].pid : tid);
 	return tx;
+}
+
+/* L2, in the reaper: members of a transaction aborted because its bound
+ * process exited are doomed; entries of processes gone, or of ended
+ * transactions, are dropped. */
+static void seen_sweep(struct fsd_txs *x, uint64_t doom_txid)
+{
+	pthread_mutex_lock(&x->mu);
+	for (int j = 0; j < x->nseen;) {
+		seen_ent *s = &x->seen[j];
+		proc p;
+		if (doom_txid && s->txid == doom_txid && !s->doomed) {
+			s->doomed = 1;
+			x->ndoomed++;
+		}
+		int gone = proc_read(s->pid, &p) != 0 || p.start != s->start;
+		fs_tx *tx = s->doomed ? NULL : fs_tx_by_id(x->d->fs, s->txid);
+		fs_tx_put(tx);
+		if (gone || (!s->doomed && !tx)) {
+			if (s->doomed)
+				x->ndoomed--;
+			x->seen[j] = x->seen[--x->nseen];
+			continue;
+		}
+		j++;
+	}
+	int nr = x->nrules;
+	group_rule rules[MAX_RULES];
+	memcpy(rules, x->rules, (size_t)nr * sizeof *rules);
+	pthread_mutex_unlock(&x->mu);
+	if (doom_txid || !nr)
+		return;
+	/* a rule lasts while a process it covers lives (a scan of /proc,
+	 * at most once a second, only while rules exist) */
+	int alive[MAX_RULES] = {0};
+	DIR *dir = opendir("/proc");
+	struct dirent *de;
+	while (dir && (de = readdir(dir)) != NULL) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		proc p;
+		if (*end || pid <= 0 || proc_read((pid_t)pid, &p) != 0)
+			continue;
+		for (int r = 0; r < nr; r++)
+			if ((rules[r].session ? p.sid : p.pgid) == rules[r].id && p.start >= rules[r].since &&
+			    p.start <= rules[r].until)
+				alive[r] = 1;
+	}
+	if (dir)
+		closedir(dir);
+	pthread_mutex_lock(&x->mu);
+	for (int r = 0; r < nr; r++) {
+		if (alive[r] || !dir)
+			continue;
+		for (int k = 0; k < x->nrules; k++)
+			if (!memcmp(&x->rules[k], &rules[r], sizeof rules[r])) {
+				x->rules[k] = x->rules[--x->nrules];
+				x->ndoomed--;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&x->mu);
 }
 
 /* The fs of a request that may be interrupted, for fsd_caller_end. */
@@ -266,8 +433,12 @@ fs_caller fsd_caller(fuse_req_t req)
 	const struct fuse_ctx *x = fuse_req_ctx(req);
 	fsd *d = fuse_req_userdata(req);
 	fs_caller c = {.uid = x->uid, .gid = x->gid, .pid = x->pid, .umask = x->umask};
-	if (fs_tx_count(d->fs) > 0 && d->txs) { /* nothing measurable when no transaction is open */
-		c.tx = resolve(d, x->pid, x->uid);
+	if (d->txs && (fs_tx_count(d->fs) > 0 || __atomic_load_n(&d->txs->ndoomed, __ATOMIC_RELAXED) > 0)) {
+		/* nothing measurable when no transaction is open */
+		int refuse;
+		c.tx = resolve(d, x->pid, x->uid, &refuse);
+		if (refuse)
+			c.refuse = ECANCELED; /* L2 */
 		/* a lock wait of this request ends when the kernel interrupts it */
 		tl_fs = d->fs;
 		fs_interrupt_done(d->fs, gettid()); /* (one left by this thread's last request) */
@@ -406,6 +577,7 @@ static void *reaper(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	uint64_t last_sweep = 0;
 	for (;;) {
 		struct pollfd p[MAX_BOUND + 1];
 		uint64_t ids[MAX_BOUND];
@@ -455,8 +627,24 @@ static void *reaper(void *arg)
 			char why[160];
 			snprintf(why, sizeof why, "its process %d exited before txcommit", (int)fs_tx_pid(tx));
 			fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: %s", ids[i], why);
+			pthread_mutex_lock(&x->mu); /* L2: before the abort, so no orphan runs as a plain caller */
+			for (int k = 0; k < x->nb; k++)
+				if (x->b[k].txid == ids[i] && x->nrules < MAX_RULES) {
+					x->rules[x->nrules++] = (group_rule){.id = x->b[k].leader ? x->b[k].sid : x->b[k].pgid,
+									     .session = x->b[k].leader,
+									     .since = x->b[k].since,
+									     .until = boot_ticks() + 1};
+					x->ndoomed++;
+				}
+			pthread_mutex_unlock(&x->mu);
+			seen_sweep(x, ids[i]);
 			fs_tx_abort(tx, ECONNABORTED, why, 1);
 			fs_tx_put(tx);
+		}
+		/* (nseen read without mu: a stale count only delays a sweep) */
+		if ((x->nseen || x->nrules) && mono_ns() - last_sweep > 1000000000ull) {
+			seen_sweep(x, 0);
+			last_sweep = mono_ns();
 		}
 	}
 }
@@ -615,7 +803,8 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	}
 	pthread_mutex_lock(&x->mu);
 	if (x->nb < MAX_BOUND) {
-		x->b[x->nb++] = (bound){.fd = fd, .txid = fs_tx_id(tx)};
+		x->b[x->nb++] = (bound){.fd = fd, .txid = fs_tx_id(tx), .pgid = tchain[0].pgid, .sid = tchain[0].sid,
+					.leader = tchain[0].sid == tchain[0].pid, .since = boot_ticks()};
 		fd = -1;
 	}
 	pthread_mutex_unlock(&x->mu);

@@ -2122,6 +2122,44 @@ Test(tx, rename_dir_twice_after_unlink_in_it, .timeout = 60)
 	finish();
 }
 
+/* kill -9 of the bound shell while a command it started in the background
+ * (a member: it read a file in the transaction) sleeps: the command
+ * outlives the shell, reparented, but must not go on as a plain caller
+ * whose writes are committed one call at a time (fsd_tx.c L2). */
+Test(tx, orphaned_member_is_refused, .timeout = 60)
+{
+	char st_path[64], buf[32] = "";
+	snprintf(st_path, sizeof st_path, "/tmp/tpfs-orphan-%d", (int)getpid());
+	unlink(st_path);
+	start();
+	put("x", "x");
+	tsh *s = tsh_open("T", 1);
+	uint64_t id = s->txid;
+	SH_OK(s, "(cat x > /dev/null; sleep 1; printf late > late; echo $? > %s) < /dev/null > /dev/null 2>&1 &",
+	      st_path);
+	tsh_kill(s, 0);
+	double t0 = now_s();
+	while (tx_listed(id) && now_s() - t0 < 5)
+		msleep(10);
+	cr_expect(!tx_listed(id), "transaction %llu still listed after kill -9 of its shell", (unsigned long long)id);
+	int fd = -1;
+	while (now_s() - t0 < 5 && (fd = open(st_path, O_RDONLY | O_CLOEXEC)) < 0)
+		msleep(20);
+	msleep(50);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	unlink(st_path);
+	cr_expect(n > 0 && atoi(buf) != 0, "the orphaned member's write of late: exit status \"%s\" (expected a failure: "
+					   "its transaction was aborted)",
+		  n > 0 ? buf : "none: it never finished");
+	cr_expect(nm_access("late") == ENOENT, "late exists: an orphaned member of an aborted transaction wrote it");
+	put("late2", "plain\n"); /* a plain process is not refused */
+	cr_expect(nm_access("late2") == 0, "a plain write after the orphan's refusal failed");
+	finish();
+}
+
 /* ---------------------------------------------------------------------- */
 /* The tools, end to end                                                  */
 
