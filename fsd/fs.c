@@ -454,7 +454,7 @@ void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen)
+static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int plain)
 {
 	int last = 0;
 	pthread_mutex_lock(&f->mu);
@@ -462,6 +462,8 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen)
 	if (r) {
 		r->nlookup -= nlookup < r->nlookup ? nlookup : r->nlookup;
 		r->nopen -= nopen < r->nopen ? nopen : r->nopen;
+		if (plain && r->nplain)
+			r->nplain--;
 		if (!r->nlookup && !r->nopen) {
 			ref_drop(f, r);
 			last = 1;
@@ -472,17 +474,28 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen)
 		maybe_reclaim(f, ino);
 }
 
-void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0); }
-void fs_released(fs *f, uint64_t ino) { unref(f, ino, 0, 1); }
+void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0); }
+void fs_released(fs *f, uint64_t ino, int plain) { unref(f, ino, 0, 1, plain); }
 
-int fs_opened(fs *f, uint64_t ino)
+int fs_opened(fs *f, uint64_t ino, int plain)
 {
 	pthread_mutex_lock(&f->mu);
 	fs_refent *r = ref_find(f, ino, 1);
-	if (r)
+	if (r) {
 		r->nopen++;
+		r->nplain += plain != 0;
+	}
 	pthread_mutex_unlock(&f->mu);
 	return r ? 0 : -ENOMEM;
+}
+
+uint64_t fs_open_plain(fs *f, uint64_t ino)
+{
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 0);
+	uint64_t n = r ? r->nplain : 0;
+	pthread_mutex_unlock(&f->mu);
+	return n;
 }
 
 /* ---- mount ---- */
@@ -728,6 +741,7 @@ void fs_counters_get(fs *f, fs_counters *out)
 		out->ops[i] = __atomic_load_n(&f->ctr.ops[i], __ATOMIC_RELAXED);
 	out->retries = __atomic_load_n(&f->ctr.retries, __ATOMIC_RELAXED);
 	out->inval_late = __atomic_load_n(&f->ctr.inval_late, __ATOMIC_RELAXED);
+	out->readers_late = __atomic_load_n(&f->ctr.readers_late, __ATOMIC_RELAXED);
 }
 
 int fs_report(fs *f, char *buf, size_t size)
@@ -738,13 +752,14 @@ int fs_report(fs *f, char *buf, size_t size)
 	int n = snprintf(buf, size,
 			 "store %s\n"
 			 "transactions: %" PRIu64 " committed, %" PRIu64 " rolled back, %" PRIu64 " retried after a deadlock\n"
-			 "user transactions: %" PRIu64 " commits invalidated the kernel's caches after their locks\n"
+			 "user transactions: %" PRIu64 " commits invalidated the kernel's caches after their locks, %" PRIu64
+			 " stopped waiting for readers\n"
 			 "log: %" PRIu64 " records, %" PRIu64 " bytes, %" PRIu64 " flushes, %" PRIu64 " page images\n"
 			 "cache: %" PRIu64 "%% hits (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " page reads, %" PRIu64
 			 " page writes, %" PRIu64 " checkpoints\n"
 			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
 			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
-			 f->store, s.commits, s.aborts, f->ctr.retries, f->ctr.inval_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
+			 f->store, s.commits, s.aborts, f->ctr.retries, f->ctr.inval_late, f->ctr.readers_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
 			 hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes, s.checkpoints, s.rec_records,
 			 s.rec_redone, s.rec_losers, s.rec_ms, f->orphans_reclaimed);
 	return n < 0 ? -EIO : n;

@@ -154,8 +154,10 @@ int fs_removexattr(fs *f, const fs_caller *c, uint64_t ino, const char *name);
  * when an unlinked inode is reclaimed. */
 void fs_ref(fs *f, uint64_t ino, uint64_t nlookup);   /* a reply that gave the kernel a reference */
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup);
-int fs_opened(fs *f, uint64_t ino);
-void fs_released(fs *f, uint64_t ino);
+/* plain: opened outside every transaction (a commit waits for such files
+ * to close: fs_tx.c X7). */
+int fs_opened(fs *f, uint64_t ino, int plain);
+void fs_released(fs *f, uint64_t ino, int plain);
 
 /* The file system */
 typedef struct fs_statfs {
@@ -233,6 +235,7 @@ typedef struct fs_counters {
 	uint64_t ops[64];
 	uint64_t retries; /* calls retried after losing a deadlock */
 	uint64_t inval_late; /* commits whose invalidation outlasted their locks (fs_tx.c X6) */
+	uint64_t readers_late; /* commits that stopped waiting for plain readers to close (X7) */
 } fs_counters;
 void fs_count(fs *f, int op);
 void fs_counters_get(fs *f, fs_counters *out);

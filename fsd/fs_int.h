@@ -35,8 +35,11 @@ typedef struct fs_inode {
 } fs_inode;
 
 /* The kernel's references and the open files of one inode. */
+uint64_t fs_open_plain(fs *f, uint64_t ino); /* files open on ino outside every transaction */
+
 typedef struct fs_refent {
 	uint64_t ino, nlookup, nopen;
+	uint64_t nplain; /* of the open files, those opened outside every transaction (fs_tx.c X7) */
 	struct fs_refent *next;
 } fs_refent;
 

@@ -45,6 +45,8 @@
  *       call can read (and the kernel cache) the new state of one file
  *       while another still shows the old one from a warm cache.  The wait
  *       for them is bounded (notify_before_release): X4's exception.
+ *   X7  A commit first waits (bounded) for the files it changes that are
+ *       open outside every transaction to be closed (wait_plain_readers).
  */
 #include "fs_int.h"
 
@@ -538,6 +540,38 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
 	return 0;
 }
 
+/* X7: a reader outside every transaction reads a file in several calls
+ * (nm maps an object file, ld reads one in pieces) and would see the
+ * first half of the old file and the second half of the new one if a
+ * commit fell in between.  A commit waits, before it takes any lock, for
+ * the files it changes that are open outside every transaction to be
+ * closed -- at most READERS_WAIT_NS, past which it goes on (counted: a
+ * reader that keeps a file open, tail -f, does not hold commits back
+ * longer).  Readers never wait for it. */
+#define READERS_WAIT_NS 500000000ull
+
+static void wait_plain_readers(fs *f, fs_ws *ws)
+{
+	uint64_t *inos = NULL;
+	size_t n = 0;
+	if (touched_inodes(ws, &inos, &n) != 0)
+		return;
+	uint64_t deadline = now_ns() + READERS_WAIT_NS;
+	for (size_t i = 0; i < n;) {
+		if (!fs_open_plain(f, inos[i])) {
+			i++;
+			continue;
+		}
+		if (now_ns() > deadline) {
+			__atomic_add_fetch(&f->ctr.readers_late, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+	}
+	free(inos);
+}
+
 static int apply(fs_tx *tx)
 {
 	fs *f = tx->f;
@@ -664,6 +698,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		ws_destroy(ws);
 		return -rc;
 	}
+	wait_plain_readers(f, tx->ws); /* X7 */
 	rc = apply(tx);
 	int invalidated = rc == 0 && notify_before_release(f, tx->id, tx->ws); /* X6 */
 	pthread_mutex_lock(&tx->tmu);

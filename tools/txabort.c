@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "tpfs_tx.h"
+#include "txtool.h"
 
 static const char usage[] =
 	"Usage: txabort [-v] [--id ID] [MOUNTPOINT]\n"
@@ -81,7 +82,6 @@ int main(int argc, char **argv)
 						 {"help", no_argument, NULL, 'h'},
 						 {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
-	const char *path = NULL;
 	uint64_t id = 0;
 	int c, rc, verbose = 0;
 	while ((c = getopt_long(argc, argv, "i:vh", longopts, NULL)) != -1) {
@@ -97,22 +97,11 @@ int main(int argc, char **argv)
 		default: return bad_usage();
 		}
 	}
-	if (argc - optind > 1)
+	rc = txtool_mount("txabort", argc, argv, optind, !id, mount, sizeof mount);
+	if (rc == 2)
 		return bad_usage();
-	if (optind < argc)
-		path = argv[optind];
-	rc = id ? tpfs_tx_find_mount(path, mount, sizeof mount, msg, sizeof msg)
-		: tpfs_tx_find_own(path, mount, sizeof mount, msg, sizeof msg);
-	if (rc != 0) {
-		fprintf(stderr, "txabort: %s\n", msg);
-		return 1;
-	}
+	if (rc != 0)
+		return rc;
 	rc = id ? tpfs_tx_abort_id(mount, id, msg, sizeof msg) : tpfs_tx_abort(mount, msg, sizeof msg);
-	if (rc != 0) {
-		fprintf(stderr, "txabort: %s: %s\n", mount, msg);
-		return 1;
-	}
-	if (verbose)
-		printf("txabort: %s: %s\n", mount, msg);
-	return 0;
+	return txtool_done("txabort", mount, rc, msg, verbose);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tpfs_tx.h"
+#include "txtool.h"
 
 static const char usage[] =
 	"Usage: txbegin [MOUNTPOINT]\n"
@@ -64,7 +65,6 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
-	const char *path = NULL;
 	uint64_t id;
 	int c;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -73,18 +73,14 @@ int main(int argc, char **argv)
 		fputs(usage, stdout);
 		return 0;
 	}
-	if (argc - optind > 1)
+	int rc = txtool_mount("txbegin", argc, argv, optind, 0, mount, sizeof mount);
+	if (rc == 2)
 		return bad_usage();
-	if (optind < argc)
-		path = argv[optind];
-	if (tpfs_tx_find_mount(path, mount, sizeof mount, msg, sizeof msg) != 0) {
-		fprintf(stderr, "txbegin: %s\n", msg);
-		return 1;
-	}
-	if (tpfs_tx_begin(mount, getppid(), &id, msg, sizeof msg) != 0) {
-		fprintf(stderr, "txbegin: %s: %s\n", mount, msg);
-		return 1;
-	}
+	if (rc != 0)
+		return rc;
+	rc = tpfs_tx_begin(mount, getppid(), &id, msg, sizeof msg);
+	if (rc != 0)
+		return txtool_done("txbegin", mount, rc, msg, 0);
 	printf("%" PRIu64 "\n", id);
 	if (fflush(stdout) != 0) {
 		perror("txbegin: writing the transaction id");

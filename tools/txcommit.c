@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "tpfs_tx.h"
+#include "txtool.h"
 
 static const char usage[] =
 	"Usage: txcommit [-v] [MOUNTPOINT]\n"
@@ -64,7 +65,6 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
-	const char *path = NULL;
 	int c, verbose = 0;
 	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -73,19 +73,11 @@ int main(int argc, char **argv)
 		default: return bad_usage();
 		}
 	}
-	if (argc - optind > 1)
+	int rc = txtool_mount("txcommit", argc, argv, optind, 1, mount, sizeof mount);
+	if (rc == 2)
 		return bad_usage();
-	if (optind < argc)
-		path = argv[optind];
-	if (tpfs_tx_find_own(path, mount, sizeof mount, msg, sizeof msg) != 0) {
-		fprintf(stderr, "txcommit: %s\n", msg);
-		return 1;
-	}
-	if (tpfs_tx_commit(mount, msg, sizeof msg) != 0) {
-		fprintf(stderr, "txcommit: %s: %s\n", mount, msg);
-		return 1;
-	}
-	if (verbose)
-		printf("txcommit: %s: %s\n", mount, msg);
-	return 0;
+	if (rc != 0)
+		return rc;
+	rc = tpfs_tx_commit(mount, msg, sizeof msg);
+	return txtool_done("txcommit", mount, rc, msg, verbose);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "tpfs_tx.h"
+#include "txtool.h"
 
 static const char usage[] =
 	"Usage: txstatus [--all] [--json] [MOUNTPOINT]\n"
@@ -90,7 +91,6 @@ int main(int argc, char **argv)
 						 {"help", no_argument, NULL, 'h'},
 						 {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX], *report;
-	const char *path = NULL;
 	int c, rc, flags = 0;
 	while ((c = getopt_long(argc, argv, "ajh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -100,20 +100,14 @@ int main(int argc, char **argv)
 		default: return bad_usage();
 		}
 	}
-	if (argc - optind > 1)
+	rc = txtool_mount("txstatus", argc, argv, optind, !(flags & TPFS_TX_STATUS_ALL), mount, sizeof mount);
+	if (rc == 2)
 		return bad_usage();
-	if (optind < argc)
-		path = argv[optind];
-	rc = flags & TPFS_TX_STATUS_ALL ? tpfs_tx_find_mount(path, mount, sizeof mount, msg, sizeof msg)
-					: tpfs_tx_find_own(path, mount, sizeof mount, msg, sizeof msg);
-	if (rc != 0) {
-		fprintf(stderr, "txstatus: %s\n", msg);
-		return 1;
-	}
-	if (tpfs_tx_status(mount, flags, &report, msg, sizeof msg) != 0) {
-		fprintf(stderr, "txstatus: %s: %s\n", mount, msg);
-		return 1;
-	}
+	if (rc != 0)
+		return rc;
+	rc = tpfs_tx_status(mount, flags, &report, msg, sizeof msg);
+	if (rc != 0)
+		return txtool_done("txstatus", mount, rc, msg, 0);
 	rc = print_report(report);
 	free(report);
 	return rc;
