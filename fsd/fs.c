@@ -405,6 +405,7 @@ static void ref_drop(fs *f, fs_refent *r)
 	while (*pp != r)
 		pp = &(*pp)->next;
 	*pp = r->next;
+	free(r->plain);
 	free(r);
 }
 
@@ -454,7 +455,7 @@ void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
 	pthread_mutex_unlock(&f->mu);
 }
 
-static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int plain)
+static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int plain, uint32_t stamp)
 {
 	int last = 0;
 	pthread_mutex_lock(&f->mu);
@@ -462,8 +463,11 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 	if (r) {
 		r->nlookup -= nlookup < r->nlookup ? nlookup : r->nlookup;
 		r->nopen -= nopen < r->nopen ? nopen : r->nopen;
-		if (plain && r->nplain)
-			r->nplain--;
+		for (uint32_t i = 0; plain && i < r->nplain; i++)
+			if (r->plain[i].stamp == stamp) {
+				r->plain[i] = r->plain[--r->nplain];
+				break;
+			}
 		if (!r->nlookup && !r->nopen) {
 			ref_drop(f, r);
 			last = 1;
@@ -474,26 +478,46 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 		maybe_reclaim(f, ino);
 }
 
-void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0); }
-void fs_released(fs *f, uint64_t ino, int plain) { unref(f, ino, 0, 1, plain); }
+void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0, 0); }
+void fs_released(fs *f, uint64_t ino, int plain, uint32_t stamp) { unref(f, ino, 0, 1, plain, stamp); }
 
-int fs_opened(fs *f, uint64_t ino, int plain)
+int fs_opened(fs *f, uint64_t ino, int plain, uint32_t *stamp)
 {
 	pthread_mutex_lock(&f->mu);
 	fs_refent *r = ref_find(f, ino, 1);
+	if (r && plain && r->nplain == r->cplain) {
+		uint32_t nc = r->cplain ? 2 * r->cplain : 2;
+		fs_plain_open *v = realloc(r->plain, nc * sizeof *v);
+		if (!v) {
+			pthread_mutex_unlock(&f->mu);
+			return -ENOMEM;
+		}
+		r->plain = v, r->cplain = nc;
+	}
 	if (r) {
 		r->nopen++;
-		r->nplain += plain != 0;
+		if (plain) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			*stamp = ++r->pseq & FS_STAMP_MASK;
+			r->plain[r->nplain++] = (fs_plain_open){
+				.ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, .stamp = *stamp};
+		}
 	}
 	pthread_mutex_unlock(&f->mu);
 	return r ? 0 : -ENOMEM;
 }
 
-uint64_t fs_open_plain(fs *f, uint64_t ino)
+uint64_t fs_open_plain(fs *f, uint64_t ino, uint64_t within_ns)
 {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	pthread_mutex_lock(&f->mu);
 	fs_refent *r = ref_find(f, ino, 0);
-	uint64_t n = r ? r->nplain : 0;
+	uint64_t n = 0;
+	for (uint32_t i = 0; r && i < r->nplain; i++)
+		n += now - r->plain[i].ns < within_ns;
 	pthread_mutex_unlock(&f->mu);
 	return n;
 }

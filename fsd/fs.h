@@ -155,9 +155,11 @@ int fs_removexattr(fs *f, const fs_caller *c, uint64_t ino, const char *name);
 void fs_ref(fs *f, uint64_t ino, uint64_t nlookup);   /* a reply that gave the kernel a reference */
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup);
 /* plain: opened outside every transaction (a commit waits for such files
- * to close: fs_tx.c X7). */
-int fs_opened(fs *f, uint64_t ino, int plain);
-void fs_released(fs *f, uint64_t ino, int plain);
+ * to close if they were opened recently: fs_tx.c X7); fs_opened gives it a
+ * stamp (FS_STAMP_MASK bits) that fs_released names it by. */
+#define FS_STAMP_MASK 0x1ffu
+int fs_opened(fs *f, uint64_t ino, int plain, uint32_t *stamp);
+void fs_released(fs *f, uint64_t ino, int plain, uint32_t stamp);
 
 /* The file system */
 typedef struct fs_statfs {

@@ -35,11 +35,21 @@ typedef struct fs_inode {
 } fs_inode;
 
 /* The kernel's references and the open files of one inode. */
-uint64_t fs_open_plain(fs *f, uint64_t ino); /* files open on ino outside every transaction */
+/* Files open on ino outside every transaction, if one of them was opened
+ * less than within_ns ago; else 0. */
+uint64_t fs_open_plain(fs *f, uint64_t ino, uint64_t within_ns);
+
+typedef struct fs_plain_open {
+	uint64_t ns;
+	uint32_t stamp;
+} fs_plain_open;
 
 typedef struct fs_refent {
 	uint64_t ino, nlookup, nopen;
-	uint64_t nplain; /* of the open files, those opened outside every transaction (fs_tx.c X7) */
+	/* of the open files, those opened outside every transaction (fs_tx.c
+	 * X7): when each was opened, and the stamp fs_opened gave it */
+	struct fs_plain_open *plain;
+	uint32_t nplain, cplain, pseq;
 	struct fs_refent *next;
 } fs_refent;
 

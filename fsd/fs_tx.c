@@ -544,11 +544,14 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
  * (nm maps an object file, ld reads one in pieces) and would see the
  * first half of the old file and the second half of the new one if a
  * commit fell in between.  A commit waits, before it takes any lock, for
- * the files it changes that are open outside every transaction to be
- * closed -- at most READERS_WAIT_NS, past which it goes on (counted: a
- * reader that keeps a file open, tail -f, does not hold commits back
- * longer).  Readers never wait for it. */
+ * the files it changes that were opened outside every transaction less
+ * than READERS_RECENT_NS ago to be closed -- at most READERS_WAIT_NS,
+ * past which it goes on (counted).  A reader that keeps a file open for
+ * long (tail -f, a database) does not hold commits back at all; one that
+ * opens, reads and closes (nm, cc, cat) is waited for.  Readers never
+ * wait for it. */
 #define READERS_WAIT_NS 500000000ull
+#define READERS_RECENT_NS 1000000000ull
 
 static void wait_plain_readers(fs *f, fs_ws *ws)
 {
@@ -558,7 +561,7 @@ static void wait_plain_readers(fs *f, fs_ws *ws)
 		return;
 	uint64_t deadline = now_ns() + READERS_WAIT_NS;
 	for (size_t i = 0; i < n;) {
-		if (!fs_open_plain(f, inos[i])) {
+		if (!fs_open_plain(f, inos[i], READERS_RECENT_NS)) {
 			i++;
 			continue;
 		}

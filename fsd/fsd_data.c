@@ -14,18 +14,22 @@
 
 /* An open file's fh: its open flags, whether it is direct I/O, the alias
  * tag of the node id it was opened on (C5), and whether it was opened
- * outside every transaction (fs_tx.c X7). */
+ * outside every transaction, with the stamp fs_opened gave it (fs_tx.c X7). */
 #define FH_DIRECT (1ull << 62)
 #define FH_PLAIN (1ull << 61)
 #define FH_TAG_SHIFT 32
 #define FH_TAG_MASK 0xfffffull
-static uint64_t fh_of(const struct fuse_file_info *fi, uint64_t tag, int plain)
+#define FH_STAMP_SHIFT 52
+static uint64_t fh_of(const struct fuse_file_info *fi, uint64_t tag, int plain, uint32_t stamp)
 {
 	return (uint64_t)(unsigned)fi->flags | (fi->direct_io ? FH_DIRECT : 0) | (plain ? FH_PLAIN : 0) |
-	       (tag & FH_TAG_MASK) << FH_TAG_SHIFT;
+	       (tag & FH_TAG_MASK) << FH_TAG_SHIFT | (uint64_t)(stamp & FS_STAMP_MASK) << FH_STAMP_SHIFT;
 }
 
-static int fh_plain(uint64_t fh) { return (fh & FH_PLAIN) != 0; }
+static void fh_released(fs *f, uint64_t ino, uint64_t fh)
+{
+	fs_released(f, ino, (fh & FH_PLAIN) != 0, (uint32_t)(fh >> FH_STAMP_SHIFT) & FS_STAMP_MASK);
+}
 
 static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
 
@@ -72,16 +76,17 @@ void fsd_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	if ((rc = fs_opened(d->fs, ino, !c.tx)) != 0) {
+	uint32_t stamp = 0;
+	if ((rc = fs_opened(d->fs, ino, !c.tx, &stamp)) != 0) {
 		fsd_caller_end(&c);
 		fsd_reply_err(req, d, rc);
 		return;
 	}
 	fsd_open_flags(d, &c, ino, fi);
-	fi->fh = fh_of(fi, tag, !c.tx); /* O_APPEND, the access mode, direct I/O, C5, X7: for read and write */
+	fi->fh = fh_of(fi, tag, !c.tx, stamp); /* O_APPEND, the access mode, direct I/O, C5, X7 */
 	fsd_caller_end(&c);
 	if (fuse_reply_open(req, fi) != 0) /* H3 */
-		fs_released(d->fs, ino, fh_plain(fi->fh));
+		fh_released(d->fs, ino, fi->fh);
 }
 
 void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
@@ -94,7 +99,8 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	int rc = -ENAMETOOLONG;
 	if (fsd_name_ok(name))
 		rc = fs_mknod(d->fs, &c, parent, name, (mode & ~S_IFMT) | S_IFREG, 0, &a);
-	if (rc == 0 && (rc = fs_opened(d->fs, a.ino, !c.tx)) != 0)
+	uint32_t stamp = 0;
+	if (rc == 0 && (rc = fs_opened(d->fs, a.ino, !c.tx, &stamp)) != 0)
 		fs_forget(d->fs, a.ino, 1); /* the reference fs_mknod took */
 	if (rc) {
 		fsd_caller_end(&c);
@@ -102,11 +108,11 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		return;
 	}
 	fsd_open_flags(d, &c, a.ino, fi);
-	fi->fh = fh_of(fi, fsd_alias_tag(fsd_nodeid(&c, a.ino)), !c.tx);
-	fsd_to_entry(d, &c, &a, &e);
+	fi->fh = fh_of(fi, fsd_alias_tag(fsd_nodeid(&c, a.ino)), !c.tx, stamp);
+	fsd_to_entry(d, &c, parent, name, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
 	if (fuse_reply_create(req, &e, fi) != 0) {
-		fs_released(d->fs, a.ino, fh_plain(fi->fh)); /* H3 */
+		fh_released(d->fs, a.ino, fi->fh); /* H3 */
 		fs_forget(d->fs, a.ino, 1);
 	} else {
 		fsd_changed(d, &c, 0, parent, NULL);
@@ -203,7 +209,7 @@ void fsd_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RELEASE);
-	fs_released(d->fs, ino, fh_plain(fi->fh)); /* H3 */
+	fh_released(d->fs, ino, fi->fh); /* H3 */
 	fsd_reply_err(req, d, 0);
 }
 

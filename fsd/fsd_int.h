@@ -42,9 +42,15 @@ void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size);
 int fsd_name_ok(const char *name);
 void fsd_reply_err(fuse_req_t req, fsd *d, int rc); /* H5 */
 void fsd_to_stat(const fs_attr *a, struct stat *st);
-void fsd_to_entry(fsd *d, const fs_caller *c, const fs_attr *a, struct fuse_entry_param *e);
+/* The entry of name in parent (C6 remembers names the kernel may keep). */
+void fsd_to_entry(fsd *d, const fs_caller *c, uint64_t parent, const char *name, const fs_attr *a,
+		  struct fuse_entry_param *e);
 double fsd_negative_timeout(const fsd *d); /* C1 */
-void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, int rc, const fs_attr *a); /* H2 */
+void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, uint64_t parent, const char *name, int rc,
+		     const fs_attr *a); /* H2 */
+/* C6: the kernel may keep name in parent without asking until the entry
+ * timeout has passed (fsd_tx.c). */
+void fsd_name_cached(fsd *d, uint64_t parent, const char *name);
 void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 
 /* What the kernel may cache, H4 (fsd_ops.c) */

@@ -32,7 +32,7 @@ void fsd_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 	}
-	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_reply_entry(req, d, &c, parent, name, rc, &a);
 	fsd_caller_end(&c);
 }
 
@@ -60,7 +60,7 @@ void fsd_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	fs_attr a;
 	/* Device nodes: the kernel already required CAP_MKNOD of the caller. */
 	int rc = fsd_name_ok(name) ? fs_mknod(d->fs, &c, parent, name, mode, rdev, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_reply_entry(req, d, &c, parent, name, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -73,7 +73,7 @@ void fsd_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_mkdir(d->fs, &c, parent, name, mode, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_reply_entry(req, d, &c, parent, name, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -86,7 +86,7 @@ void fsd_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const ch
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(name) ? fs_symlink(d->fs, &c, parent, name, target, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_reply_entry(req, d, &c, parent, name, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
 	fsd_caller_end(&c);
@@ -100,7 +100,7 @@ void fsd_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc = fsd_name_ok(newname) ? fs_link(d->fs, &c, ino, newparent, newname, &a) : -ENAMETOOLONG;
-	fsd_reply_entry(req, d, &c, rc, &a);
+	fsd_reply_entry(req, d, &c, newparent, newname, rc, &a);
 	if (!rc)
 		fsd_changed(d, &c, ino, newparent, NULL);
 	fsd_caller_end(&c);
@@ -181,6 +181,7 @@ typedef struct dirbuf {
 	fuse_req_t req;
 	fsd *d;
 	const fs_caller *c;
+	uint64_t dir;
 	int plus;
 	char *buf;
 	size_t size, used;
@@ -224,7 +225,7 @@ static int fill_dir(void *ctx, const char *name, const fs_attr *a, uint64_t next
 	if (b->plus) {
 		struct fuse_entry_param e;
 		if (a && !is_dot(name)) {
-			fsd_to_entry(b->d, b->c, a, &e);
+			fsd_to_entry(b->d, b->c, b->dir, name, a, &e);
 		} else { /* the kernel takes no reference for . and .. */
 			memset(&e, 0, sizeof e);
 			e.attr.st_ino = a ? a->ino : 0;
@@ -270,6 +271,7 @@ static void readdir_common(fuse_req_t req, fsd *d, fuse_ino_t ino, size_t size, 
 	}
 	fs_caller c = fsd_caller(req);
 	b.c = &c;
+	b.dir = ino;
 	rc = fs_readdir(d->fs, &c, ino, (uint64_t)off, plus, fill_dir, &b);
 	fsd_caller_end(&c);
 	if (rc == 0)

@@ -170,7 +170,8 @@ void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 0;
 }
 
-void fsd_to_entry(fsd *d, const fs_caller *c, const fs_attr *a, struct fuse_entry_param *e)
+void fsd_to_entry(fsd *d, const fs_caller *c, uint64_t parent, const char *name, const fs_attr *a,
+		  struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
 	e->ino = fsd_nodeid(c, a->ino); /* C5 */
@@ -185,18 +186,20 @@ void fsd_to_entry(fsd *d, const fs_caller *c, const fs_attr *a, struct fuse_entr
 				 (uint64_t)(e->entry_timeout * 1e9);
 		if (until > __atomic_load_n(&d->cached_until, __ATOMIC_RELAXED))
 			__atomic_store_n(&d->cached_until, until, __ATOMIC_RELAXED);
+		fsd_name_cached(d, parent, name);
 	}
 }
 
 /* H2: a reply with a new lookup reference. */
-void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, int rc, const fs_attr *a)
+void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, uint64_t parent, const char *name, int rc,
+		     const fs_attr *a)
 {
 	struct fuse_entry_param e;
 	if (rc) {
 		fsd_reply_err(req, d, rc);
 		return;
 	}
-	fsd_to_entry(d, c, a, &e);
+	fsd_to_entry(d, c, parent, name, a, &e);
 	/* the fs call took the reference (fs.h, Names) */
 	if (fuse_reply_entry(req, &e) != 0)
 		fs_forget(d->fs, a->ino, 1);

@@ -69,8 +69,9 @@
  *       after 2^20 - 1 transactions.
  *   C6  Names the kernel was allowed to keep before the first transaction
  *       opened would resolve to shared inodes without asking: a begin
- *       that opens the first transaction waits until they expired
- *       (entry_timeout, 1 s by default, at most once per idle period).
+ *       invalidates those replied within the entry timeout (a ring of the
+ *       last NAME_RING), or, if the ring lost some or the kernel is slow to
+ *       drop them, waits until they expired (entry_timeout, 1 s by default).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -147,8 +148,20 @@ typedef struct seen_ent {
 } seen_ent;
 #define MAX_SEEN 4096
 
+/* C6: a name replied with a positive entry timeout, and when. */
+typedef struct cached_name {
+	uint64_t parent, ns;
+	uint8_t len;
+	char name[FS_NAME_MAX];
+} cached_name;
+#define NAME_RING 4096
+
 struct fsd_txs {
 	fsd *d;
+	pthread_mutex_t rmu;     /* the ring of cached names */
+	cached_name *ring;       /* NAME_RING; NULL: none (begin waits instead) */
+	uint64_t nring;          /* names ever put in it */
+	int nexpire;             /* expire threads running (atomic) */
 	seen_ent seen[MAX_SEEN]; /* under mu */
 	group_rule rules[MAX_RULES];
 	int nseen, nrules, ndoomed; /* ndoomed (doomed entries and rules): relaxed atomic reads */
@@ -658,13 +671,17 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 	x->d = d;
 	x->se = se;
 	pthread_mutex_init(&x->mu, NULL);
+	pthread_mutex_init(&x->rmu, NULL);
+	x->ring = malloc(NAME_RING * sizeof *x->ring); /* NULL: begins wait instead (C6) */
 	if ((x->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		rc = errno;
+		free(x->ring);
 		free(x);
 		return rc;
 	}
 	if ((rc = pthread_create(&x->reaper, NULL, reaper, x)) != 0) {
 		close(x->evfd);
+		free(x->ring);
 		free(x);
 		return rc;
 	}
@@ -690,8 +707,15 @@ void fsd_tx_stop(fsd *d)
 	for (int i = 0; i < x->nb; i++)
 		close(x->b[i].fd);
 	close(x->evfd);
+	/* expire threads stuck in the kernel end with the session */
+	for (int i = 0; i < 200 && __atomic_load_n(&x->nexpire, __ATOMIC_ACQUIRE); i++)
+		usleep(5000);
+	if (__atomic_load_n(&x->nexpire, __ATOMIC_ACQUIRE))
+		return; /* leaked rather than freed under a running thread */
 	pthread_mutex_destroy(&x->mu);
+	pthread_mutex_destroy(&x->rmu);
 	d->txs = NULL;
+	free(x->ring);
 	free(x);
 }
 
@@ -715,6 +739,134 @@ static void answer(fuse_req_t req, fsd *d, size_t size, int err, const char *tex
 	else
 		fuse_reply_buf(req, buf, len);
 	free(buf);
+}
+
+/* ---- names the kernel may keep (C6) ---- */
+
+void fsd_name_cached(fsd *d, uint64_t parent, const char *name)
+{
+	struct fsd_txs *x = d->txs;
+	size_t len = strlen(name);
+	struct timespec ts;
+	if (!x || !x->ring || len > FS_NAME_MAX)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	pthread_mutex_lock(&x->rmu);
+	cached_name *e = &x->ring[x->nring++ % NAME_RING];
+	e->parent = parent;
+	e->ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	e->len = (uint8_t)len;
+	memcpy(e->name, name, len);
+	pthread_mutex_unlock(&x->rmu);
+}
+
+typedef struct expire_job {
+	struct fsd_txs *x;
+	cached_name *v;
+	size_t n;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, refs;
+} expire_job;
+
+static void expire_put(expire_job *j)
+{
+	pthread_mutex_lock(&j->mu);
+	int last = --j->refs == 0;
+	pthread_mutex_unlock(&j->mu);
+	if (last) {
+		pthread_mutex_destroy(&j->mu);
+		pthread_cond_destroy(&j->cv);
+		free(j->v);
+		free(j);
+	}
+}
+
+static void *expire_thread(void *arg)
+{
+	expire_job *j = arg;
+	for (size_t i = 0; i < j->n; i++)
+		inval(j->x, j->v[i].parent, j->v[i].name, j->v[i].len);
+	struct fsd_txs *x = j->x;
+	pthread_mutex_lock(&j->mu);
+	j->done = 1;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	expire_put(j);
+	__atomic_sub_fetch(&x->nexpire, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Invalidates the names in v[0..n) within a bounded time: 1 if done. */
+static int expire_names(struct fsd_txs *x, cached_name *v, size_t n)
+{
+	expire_job *j = calloc(1, sizeof *j);
+	pthread_t t;
+	if (!j) {
+		free(v);
+		return 0;
+	}
+	*j = (expire_job){.x = x, .v = v, .n = n, .refs = 2};
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_cond_init(&j->cv, NULL);
+	__atomic_add_fetch(&x->nexpire, 1, __ATOMIC_ACQ_REL);
+	if (pthread_create(&t, NULL, expire_thread, j) != 0) {
+		__atomic_sub_fetch(&x->nexpire, 1, __ATOMIC_RELEASE);
+		j->refs = 1;
+		expire_put(j);
+		return 0;
+	}
+	pthread_detach(t);
+	/* an invalidation waits for the kernel's lock of the directory, which
+	 * a request blocked in the daemon may hold */
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += 100000000l;
+	if (dl.tv_nsec >= 1000000000l)
+		dl.tv_sec++, dl.tv_nsec -= 1000000000l;
+	pthread_mutex_lock(&j->mu);
+	while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) == 0)
+		;
+	int done = j->done;
+	pthread_mutex_unlock(&j->mu);
+	expire_put(j);
+	return done;
+}
+
+/* C6: names the kernel was allowed to keep must not resolve to shared
+ * inodes for a member: the names replied since the longest timeout still
+ * running began are invalidated, or, when the ring lost some of them (or
+ * the invalidations take too long), the begin waits until they expired. */
+static void expire_cached_names(fsd *d)
+{
+	struct fsd_txs *x = d->txs;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* (plus the kernel's rounding up to jiffies and the reply's trip) */
+	uint64_t until = __atomic_load_n(&d->cached_until, __ATOMIC_RELAXED) + 50000000ull;
+	if (until <= now)
+		return;
+	uint64_t from = now - (uint64_t)(d->entry_timeout * 1e9) - 100000000ull; /* replies since then may live */
+	int whole = 0;
+	if (x->ring) {
+		pthread_mutex_lock(&x->rmu);
+		uint64_t first = x->nring > NAME_RING ? x->nring - NAME_RING : 0;
+		whole = first == 0 || x->ring[first % NAME_RING].ns < from;
+		size_t n = 0;
+		cached_name *v = whole ? malloc((size_t)(x->nring - first) * sizeof *v + 1) : NULL;
+		for (uint64_t i = first; v && i < x->nring; i++)
+			if (x->ring[i % NAME_RING].ns >= from)
+				v[n++] = x->ring[i % NAME_RING];
+		pthread_mutex_unlock(&x->rmu);
+		whole = v && expire_names(x, v, n);
+	}
+	if (whole)
+		return;
+	uint64_t w = until - now;
+	struct timespec dt = {.tv_sec = (time_t)(w / 1000000000ull), .tv_nsec = (long)(w % 1000000000ull)};
+	while (nanosleep(&dt, &dt) != 0 && errno == EINTR)
+		;
 }
 
 static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
@@ -788,19 +940,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, -rc, msg);
 		return;
 	}
-	/* C6: names cached before the first transaction opened must expire
-	 * before a member resolves them */
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	/* (plus the kernel's rounding up to jiffies and the reply's trip) */
-	uint64_t until = __atomic_load_n(&d->cached_until, __ATOMIC_RELAXED) + 50000000ull;
-	if (until > now) {
-		uint64_t w = until - now;
-		struct timespec dt = {.tv_sec = (time_t)(w / 1000000000ull), .tv_nsec = (long)(w % 1000000000ull)};
-		while (nanosleep(&dt, &dt) != 0 && errno == EINTR)
-			;
-	}
+	expire_cached_names(d); /* C6 */
 	pthread_mutex_lock(&x->mu);
 	if (x->nb < MAX_BOUND) {
 		x->b[x->nb++] = (bound){.fd = fd, .txid = fs_tx_id(tx), .pgid = tchain[0].pgid, .sid = tchain[0].sid,
