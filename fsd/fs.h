@@ -208,6 +208,8 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size);
 void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end);
 /* A member process seen in a request (for txstatus). */
 void fs_tx_member(fs_tx *tx, pid_t pid);
+/* Does the transaction hold a lock on the inode (it read or changed it)? */
+int fs_tx_holds(fs_tx *tx, uint64_t ino);
 /* Reports: one transaction (only != NULL) or every one uid may see
  * (uid 0: all), as text or JSON; and how recent ones ended. */
 int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);

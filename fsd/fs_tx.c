@@ -491,6 +491,16 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 	return rc;
 }
 
+int fs_tx_holds(fs_tx *tx, uint64_t ino)
+{
+	unsigned char name[9] = {'U'};
+	fs_be64(name + 1, ino);
+	pthread_mutex_lock(&tx->tmu);
+	int held = tx->t ? tp_lock_held(tx->t, name, sizeof name) != 0 : 0;
+	pthread_mutex_unlock(&tx->tmu);
+	return held;
+}
+
 /* ---- commit (X3) ---- */
 
 static int cmp_u64(const void *a, const void *b)

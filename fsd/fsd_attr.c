@@ -70,6 +70,16 @@ void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, st
 	unsigned set = setattr_bits(st, to_set, &in);
 	int rc;
 	int shared = c.tx && tag != fsd_tx_tag(c.tx);
+	if (shared && fi) { /* C5: through a handle opened outside the transaction: outside it (fsd_data.c) */
+		if (fs_tx_holds(c.tx, ino)) {
+			fsd_caller_end(&c);
+			fsd_reply_err(req, d, -EBADF);
+			return;
+		}
+		fs_tx_put(c.tx);
+		c.tx = NULL;
+		shared = 0;
+	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) && st->st_size < 0)
 		rc = -EINVAL;
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && shared)

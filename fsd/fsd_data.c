@@ -33,12 +33,22 @@ static void fh_released(fs *f, uint64_t ino, uint64_t fh)
 
 static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
 
-/* C5: a member changing a file through a shared inode (a handle opened
- * before it joined): the kernel would put the bytes in the page cache
- * non-members read. */
-static int shared_change(const fs_caller *c, uint64_t fh)
+/* C5: a member's change through a handle on a shared inode -- one opened
+ * before the process joined (txrun -- make > log) -- is a plain call: the
+ * descriptor was opened outside the transaction and stays outside it, its
+ * writes committed at once, like output to a terminal.  (Through the
+ * transaction they could not be kept private: the kernel puts them in the
+ * shared page cache first.)  Unless the transaction itself has the file
+ * locked: one file is not changed both ways (EBADF). */
+static int outside_change(fs_caller *c, uint64_t ino, uint64_t fh)
 {
-	return c->tx && fh_tag(fh) != fsd_tx_tag(c->tx) ? -EBADF : 0;
+	if (!c->tx || fh_tag(fh) == fsd_tx_tag(c->tx))
+		return 0;
+	if (fs_tx_holds(c->tx, ino))
+		return -EBADF;
+	fs_tx_put(c->tx);
+	c->tx = NULL;
+	return 0;
 }
 
 /* O_TRUNC arrives inside open (FUSE_CAP_ATOMIC_O_TRUNC): the same change a
@@ -181,7 +191,7 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 	 * drop what it cached at the wrong place. */
 	int append = (fi->fh & O_APPEND) != 0;
 	uint64_t at = 0;
-	if ((rc = shared_change(&c, fi->fh)) != 0)
+	if ((rc = outside_change(&c, ino, fi->fh)) != 0)
 		fsd_reply_err(req, d, rc);
 	else if ((rc = fs_write(d->fs, &c, ino, append ? FS_APPEND : (uint64_t)off, data, size, &done, &at)) != 0) {
 		fsd_reply_err(req, d, rc);
@@ -229,7 +239,7 @@ void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	int rc = shared_change(&c, fi->fh);
+	int rc = outside_change(&c, ino, fi->fh);
 	if (!rc)
 		rc = fs_fallocate(d->fs, &c, ino, mode, (uint64_t)off, (uint64_t)len);
 	fsd_reply_err(req, d, rc);
@@ -269,7 +279,7 @@ void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct
 	size_t total = 0;
 	char *buf;
 	int rc = 0;
-	if (flags != 0 || off_in < 0 || off_out < 0 || (rc = shared_change(&c, fi_out->fh)) != 0) {
+	if (flags != 0 || off_in < 0 || off_out < 0 || (rc = outside_change(&c, ino_out, fi_out->fh)) != 0) {
 		fsd_reply_err(req, d, rc ? rc : -EINVAL);
 		fsd_caller_end(&c);
 		return;

@@ -62,10 +62,12 @@
  *       state for a shared inode, the transaction's for its alias
  *       (fsd_cache_view); so a read through the page cache (mmap faults,
  *       read-ahead, handles that are not direct I/O: FUSE sends them with
- *       no lock owner) answers that view whoever asks, and a member's
+ *       no lock owner) answers that view whoever asks; and a member's
  *       writes, truncations and fallocates through a shared inode (a
- *       handle opened before it joined) fail with EBADF, since the kernel
- *       would put their bytes in the shared page cache first.  Tags wrap
+ *       handle opened before it joined) are plain calls, committed at once
+ *       (the kernel puts their bytes in the shared page cache before it
+ *       asks), or fail with EBADF if the transaction has the file locked
+ *       (fsd_data.c outside_change).  Tags wrap
  *       after 2^20 - 1 transactions.
  *   C6  Names the kernel was allowed to keep before the first transaction
  *       opened would resolve to shared inodes without asking: a begin

@@ -368,6 +368,8 @@ size_t tp_lock_count(tp_txn *t) { return lock_count(txn_locker(t->t)); }
 
 uint64_t tp_lock_waits_for(tp_txn *t) { return lock_waits_for(txn_locker(t->t)); }
 
+int tp_lock_held(tp_txn *t, const void *name, size_t len) { return (int)lock_held_mode(txn_locker(t->t), name, len); }
+
 int tp_lock_cancel(tp_txn *t) { return lock_cancel(txn_locker(t->t)); }
 
 /* ---- pages ---- */

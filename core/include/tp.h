@@ -86,6 +86,8 @@ void tp_lock_timeout(tp_txn *t, uint32_t ms);
  * the id of a transaction t waits for (0: t is not waiting). */
 size_t tp_lock_count(tp_txn *t);
 uint64_t tp_lock_waits_for(tp_txn *t);
+/* The mode t holds name in (TP_LOCK_IS..TP_LOCK_X), 0 if none. */
+int tp_lock_held(tp_txn *t, const void *name, size_t len);
 /* Ends t's current lock wait from another thread (tp_lock then returns
  * TP_ETIMEOUT): for deadlocks through waits outside the lock manager.
  * 1 if t was waiting. */
