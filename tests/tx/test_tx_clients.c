@@ -2594,7 +2594,7 @@ static void scan(tree *t)
 		sb(buf, sizeof t->ns[w], "%s", ex);
 	}
 	{
-		char names[RW_MAX + 3][8];
+		char names[RW_MAX + 3][16];
 		const char *root[RW_MAX + 3];
 		int n = 0;
 		for (int w = 0; w < g_nw; w++) {
