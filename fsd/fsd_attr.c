@@ -17,12 +17,18 @@ void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fsd *d = fsd_begin(req, FSD_OP_GETATTR);
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
-	int rc = fs_getattr(d->fs, &c, ino, &a);
-	if (rc == 0 && c.tx && S_ISREG(a.mode) && tag != fsd_tx_tag(c.tx)) {
-		/* C5: a file's size in a shared inode bounds what non-members
-		 * read from the page cache: it gets the committed attributes */
+	int rc;
+	/* C5: a file's size in a shared inode bounds what non-members read
+	 * from the page cache: a member gets the committed attributes of a
+	 * shared file, read as a plain call (locking nothing in its
+	 * transaction: fstat of a descriptor opened outside it, as stdio does
+	 * of its standard output, does not make the file the transaction's) */
+	if (c.tx && tag == 0) {
 		fs_caller v = fsd_cache_view(&c, tag);
-		rc = fs_getattr(d->fs, &v, ino, &a);
+		if ((rc = fs_getattr(d->fs, &v, ino, &a)) != 0 || !S_ISREG(a.mode))
+			rc = fs_getattr(d->fs, &c, ino, &a);
+	} else {
+		rc = fs_getattr(d->fs, &c, ino, &a);
 	}
 	fsd_caller_end(&c);
 	fsd_reply_attr(req, d, rc, &a);
@@ -69,8 +75,8 @@ void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, st
 	fs_attr in, out;
 	unsigned set = setattr_bits(st, to_set, &in);
 	int rc;
-	int shared = c.tx && tag != fsd_tx_tag(c.tx);
-	if (shared && fi) { /* C5: through a handle opened outside the transaction: outside it (fsd_data.c) */
+	int shared = c.tx && tag == 0;
+	if (shared && fi && !(fi->fh & FH_DIRECT)) { /* C5: through a handle opened outside every transaction: outside it (fsd_data.c) */
 		if (fs_tx_holds(c.tx, ino)) {
 			fsd_caller_end(&c);
 			fsd_reply_err(req, d, -EBADF);

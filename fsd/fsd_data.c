@@ -15,11 +15,6 @@
 /* An open file's fh: its open flags, whether it is direct I/O, the alias
  * tag of the node id it was opened on (C5), and whether it was opened
  * outside every transaction, with the stamp fs_opened gave it (fs_tx.c X7). */
-#define FH_DIRECT (1ull << 62)
-#define FH_PLAIN (1ull << 61)
-#define FH_TAG_SHIFT 32
-#define FH_TAG_MASK 0xfffffull
-#define FH_STAMP_SHIFT 52
 static uint64_t fh_of(const struct fuse_file_info *fi, uint64_t tag, int plain, uint32_t stamp)
 {
 	return (uint64_t)(unsigned)fi->flags | (fi->direct_io ? FH_DIRECT : 0) | (plain ? FH_PLAIN : 0) |
@@ -33,8 +28,9 @@ static void fh_released(fs *f, uint64_t ino, uint64_t fh)
 
 static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
 
-/* C5: a member's change through a handle on a shared inode -- one opened
- * before the process joined (txrun -- make > log) -- is a plain call: the
+/* C5: a member's change through a handle on a shared inode that is not
+ * direct I/O -- one opened before the process joined, outside every
+ * transaction (txrun -- make > log) -- is a plain call: the
  * descriptor was opened outside the transaction and stays outside it, its
  * writes committed at once, like output to a terminal.  (Through the
  * transaction they could not be kept private: the kernel puts them in the
@@ -42,7 +38,10 @@ static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
  * locked: one file is not changed both ways (EBADF). */
 static int outside_change(fs_caller *c, uint64_t ino, uint64_t fh)
 {
-	if (!c->tx || fh_tag(fh) == fsd_tx_tag(c->tx))
+	/* (a direct handle -- opened by a member, of this transaction or an
+	 * earlier one -- never passes through the page cache: it is the
+	 * transaction's) */
+	if (!c->tx || (fh & FH_DIRECT) || fh_tag(fh) == fsd_tx_tag(c->tx))
 		return 0;
 	if (fs_tx_holds(c->tx, ino))
 		return -EBADF;

@@ -53,6 +53,13 @@ void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, uint64_t parent
 void fsd_name_cached(fsd *d, uint64_t parent, const char *name);
 void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 
+/* An open file's fh (fsd_data.c): its open flags in the low 32 bits, and */
+#define FH_DIRECT (1ull << 62) /* direct I/O */
+#define FH_PLAIN (1ull << 61)  /* opened outside every transaction (fs_tx.c X7) */
+#define FH_TAG_SHIFT 32        /* the alias tag of the node id it was opened on (C5) */
+#define FH_TAG_MASK 0xfffffull
+#define FH_STAMP_SHIFT 52      /* fs_opened's stamp */
+
 /* What the kernel may cache, H4 (fsd_ops.c) */
 void fsd_open_flags(const fsd *d, const fs_caller *c, fuse_ino_t ino, struct fuse_file_info *fi);
 void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);

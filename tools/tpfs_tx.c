@@ -15,14 +15,28 @@
  *       by a space or its end is malformed: EPROTO, never a guess.
  *   C4  The library's own messages do not name the mount (the caller
  *       prints it first); they name the request.
+ *   C5  A program that opened files on the mount before it began (and
+ *       keeps them open across transactions) would write through handles
+ *       that are outside the transaction (fsd/DESIGN.md: descriptors opened
+ *       outside).  So tpfs_tx_begin binding the caller itself reopens them:
+ *       every regular file of the mount open on a descriptor >= 3 is
+ *       opened again (same file -- same inode -- access mode, O_APPEND and
+ *       offset) and put on the same descriptor (at every begin: whether
+ *       a handle is the daemon's outside kind cannot be told from here, and
+ *       the program may have reopened a file between transactions).  Descriptors
+ *       0-2 are left alone: they are usually shared with the shell, whose
+ *       offset a reopened copy would no longer move.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -190,6 +204,71 @@ static int fetch(const char *mount, const char *name, char **out, size_t *len, c
 
 /* ---- transactions ---- */
 
+/* C5: a descriptor to reopen, learnt before the begin: after it, an fstat
+ * of the old handle would lock the file in the transaction (a read), and
+ * the daemon would then refuse changes through the old handle. */
+typedef struct own_file {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX];
+} own_file;
+#define OWN_MAX 64
+
+/* The regular files of the mount open on descriptors >= 3; a malloc'ed
+ * array (NULL, 0: none). */
+static own_file *own_files(const char *mount, int *n)
+{
+	struct stat mst, st;
+	own_file *v = NULL;
+	*n = 0;
+	if (stat(mount, &mst) != 0)
+		return NULL;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return NULL;
+	int dfd = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL && *n < OWN_MAX) {
+		char *end, link[64];
+		long fd = strtol(e->d_name, &end, 10);
+		if (*end || fd < 3 || fd == dfd || fstat((int)fd, &st) != 0 || st.st_dev != mst.st_dev ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (!v && !(v = malloc(OWN_MAX * sizeof *v)))
+			break;
+		own_file *o = &v[*n];
+		snprintf(link, sizeof link, "/proc/self/fd/%ld", fd);
+		ssize_t len = readlink(link, o->path, sizeof o->path - 1);
+		if (len <= 0 || o->path[0] != '/')
+			continue;
+		o->path[len] = 0;
+		o->fd = (int)fd, o->dev = st.st_dev, o->ino = st.st_ino;
+		(*n)++;
+	}
+	closedir(d);
+	return v;
+}
+
+/* Puts a new handle of the same file on o->fd (access mode, O_APPEND and
+ * offset kept); left as it is if the path no longer names that file. */
+static void reopen_own(const own_file *o)
+{
+	int fl = fcntl(o->fd, F_GETFL), fdfl = fcntl(o->fd, F_GETFD);
+	off_t off = lseek(o->fd, 0, SEEK_CUR);
+	if (fl < 0 || fdfl < 0)
+		return;
+	int keep = fl & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_DSYNC | O_SYNC | O_NOATIME);
+	int nfd = open(o->path, keep | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	struct stat nst;
+	if (nfd < 0)
+		return; /* (unlinked, renamed, no permission any more) */
+	if (fstat(nfd, &nst) == 0 && nst.st_dev == o->dev && nst.st_ino == o->ino &&
+	    (off < 0 || lseek(nfd, off, SEEK_SET) == off))
+		(void)dup3(nfd, o->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	close(nfd);
+}
+
 int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t msgsize)
 {
 	char name[64], text[TPFS_TX_MSG_MAX];
@@ -200,14 +279,20 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 		return EINVAL;
 	}
 	snprintf(name, sizeof name, TPFS_TX_BEGIN "%ld", (long)(pid ? pid : getpid()));
+	int nown = 0;
+	own_file *own = pid == 0 || pid == getpid() ? own_files(mount, &nown) : NULL; /* C5 */
 	rc = request(mount, name, text, sizeof text);
 	if (rc == 0 && tpfs_tx_answer_id(text, &v) != 0) {
 		tpfs_tx_say(msg, msgsize, "%s answered success without a transaction id: \"%s\"", name, text);
+		free(own);
 		return EPROTO;
 	}
 	tpfs_tx_say(msg, msgsize, "%s", text);
 	if (rc == 0 && id)
 		*id = v;
+	for (int i = 0; rc == 0 && i < nown; i++)
+		reopen_own(&own[i]);
+	free(own);
 	return rc;
 }
 

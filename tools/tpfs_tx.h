@@ -175,7 +175,13 @@ int tpfs_tx_mounts_choose(const tpfs_tx_mounts *m, const char *path, const char 
  * and all its descendants become members.  The transaction ends with
  * tpfs_tx_commit or tpfs_tx_abort, or is aborted when the bound process
  * exits first.  On success *id (if id != NULL) is the transaction's id and
- * msg holds it in decimal.
+ * msg holds it in decimal.  Bound to the calling process, it also reopens
+ * the regular files of the mount the caller has open on descriptors 3 and
+ * up (same file, access mode, O_APPEND and offset, on the same descriptor),
+ * since a handle opened outside every transaction stays outside it: a
+ * program may open its files once and then run transaction after
+ * transaction.  (A reopened descriptor no longer shares its offset with
+ * copies another process holds.)
  *
  * Errors:
  *   EBUSY   the process, or an ancestor of it, is already in a transaction

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "mount_util.h"
+#include "tpfs_tx.h"
 
 #define NM_LIMIT 2.0   /* s: the longest a non-member read may take */
 #define WAIT_MS 800    /* how long a writer that must wait is watched waiting */
@@ -2075,6 +2076,107 @@ Test(tx, prejoin_handle_stays_outside, .timeout = 60)
 	n = nm_read("g", buf, sizeof buf);
 	cr_expect(n == (ssize_t)len && !strcmp(buf, committed), "after the abort g holds \"%s\", expected \"%s\"", buf,
 		  committed);
+	finish();
+}
+
+/* The client library's promise (tools/tpfs_tx.c C5): a program opens its
+ * files once, then runs transaction after transaction through the same
+ * descriptors -- they were opened outside every transaction, and
+ * tpfs_tx_begin reopens them so that its writes are the transaction's:
+ * invisible until the commit, gone at an abort, offsets kept. */
+Test(tx, library_program_keeps_its_files_open, .timeout = 60)
+{
+	int p[2], q[2];
+	start();
+	put("f", "committed");
+	cr_assert(pipe2(p, O_CLOEXEC) == 0 && pipe2(q, O_CLOEXEC) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char msg[TPFS_TX_MSG_MAX], b[64];
+		close(p[0]);
+		close(q[1]);
+		int fd = open(mp("f"), O_RDWR | O_CLOEXEC);
+		if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
+			_exit(2);
+		for (int round = 0; round < 2; round++) {
+			if (tpfs_tx_begin(g_m.mnt, 0, NULL, msg, sizeof msg) != 0)
+				_exit(3);
+			if (lseek(fd, 0, SEEK_CUR) != 3) /* the offset survived the reopen */
+				_exit(4);
+			if (pwrite(fd, round ? "ROUND-TWO" : "ROUND-ONE", 9, 0) != 9 || pread(fd, b, 9, 0) != 9 ||
+			    memcmp(b, round ? "ROUND-TWO" : "ROUND-ONE", 9))
+				_exit(5);
+			if (write(p[1], "w", 1) != 1 || read(q[0], b, 1) != 1) /* the parent looks */
+				_exit(6);
+			int rc = round ? tpfs_tx_abort(g_m.mnt, msg, sizeof msg) : tpfs_tx_commit(g_m.mnt, msg, sizeof msg);
+			if (rc != 0)
+				_exit(7);
+			if (write(p[1], "e", 1) != 1 || read(q[0], b, 1) != 1)
+				_exit(6);
+		}
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[0]);
+	g_kids[g_nkids++] = c;
+	char b, buf[64];
+	for (int round = 0; round < 2; round++) {
+		if (read(p[0], &b, 1) != 1 || b != 'w') {
+			int st = 0;
+			waitpid(c, &st, 0);
+			g_kids[g_nkids - 1] = 0;
+			cr_assert(0, "the program failed before its write of round %d (status 0x%x: 2 open, 3 begin, 4 offset "
+				     "lost, 5 I/O)",
+				  round + 1, st);
+		}
+		nm_read("f", buf, sizeof buf);
+		cr_expect(!strcmp(buf, round ? "ROUND-ONE" : "committed"),
+			  "round %d: a non-member reads f as \"%s\" before the end of the transaction, expected \"%s\" (a "
+			  "write through a descriptor opened before tpfs_tx_begin escaped the transaction)",
+			  round + 1, buf, round ? "ROUND-ONE" : "committed");
+		cr_assert(write(q[1], "k", 1) == 1);
+		cr_assert(read(p[0], &b, 1) == 1 && b == 'e', "the program's %s failed", round ? "abort" : "commit");
+		nm_read("f", buf, sizeof buf);
+		cr_expect(!strcmp(buf, "ROUND-ONE"), "round %d: f reads \"%s\" after the %s, expected \"ROUND-ONE\"",
+			  round + 1, buf, round ? "abort" : "commit");
+		cr_assert(write(q[1], "k", 1) == 1);
+	}
+	int st;
+	waitpid(c, &st, 0);
+	g_kids[g_nkids - 1] = 0;
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		  "the program failed (status 0x%x: 2 open, 3 begin, 4 offset lost, 5 I/O, 7 commit or abort)", st);
+	close(p[0]);
+	close(q[1]);
+	finish();
+}
+
+/* txrun -- CMD > log: the shell opened log before txrun began, so CMD's
+ * output goes through a descriptor opened outside the transaction: written
+ * at once (plain), even though CMD's stdio fstat()s it and CMD's own files
+ * are the transaction's; an abort (CMD fails) keeps the log and drops the
+ * rest. */
+Test(tx, txrun_output_redirected_outside, .timeout = 60)
+{
+	const char *out;
+	char buf[256];
+	need_tools();
+	start();
+	tsh *s = tsh_open("S", 0);
+	int st = tsh_run(s, &out, "txrun -- sh -c 'echo one; printf in > made; /bin/echo two; exit 3' > log");
+	cr_expect(st == 3, "txrun of a command exiting 3: exit %d (%s)", st, out);
+	ssize_t n = nm_read("log", buf, sizeof buf);
+	cr_expect(n > 0 && !strcmp(buf, "one\ntwo\n"), "log holds \"%s\" after the aborted txrun, expected \"one\\ntwo\\n\" "
+						     "(written through the shell's descriptor, outside the transaction)",
+		  n > 0 ? buf : strerror((int)-n));
+	cr_expect(nm_access("made") == ENOENT, "made exists: the aborted transaction's file was kept");
+	st = tsh_run(s, &out, "txrun -- sh -c 'echo three; printf in > made' >> log");
+	cr_expect(st == 0 && nm_access("made") == 0, "txrun of a command exiting 0: exit %d (%s), made %s", st, out,
+		  nm_access("made") ? "absent" : "present");
+	n = nm_read("log", buf, sizeof buf);
+	cr_expect(n > 0 && !strcmp(buf, "one\ntwo\nthree\n"), "log holds \"%s\", expected \"one\\ntwo\\nthree\\n\"",
+		  n > 0 ? buf : "");
 	finish();
 }
 
