@@ -705,6 +705,7 @@ int fs_tick(fs *f) { return fs_sync(f); }
 typedef struct getattr_arg {
 	uint64_t ino;
 	fs_attr *out;
+	const fs_caller *c;
 } getattr_arg;
 
 static int getattr_fn(fs_op *op, void *arg)
@@ -712,10 +713,20 @@ static int getattr_fn(fs_op *op, void *arg)
 	getattr_arg *a = arg;
 	fs_inode in;
 	int rc;
-	if (op->tx) { /* F5: a directory's attributes are read under IS, a file's under S */
-		if ((rc = fs_lock(op, a->ino, TP_LOCK_IS)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if (op->tx) {
+		/* F5: a member reads a directory's attributes under IS, and a
+		 * file's -- an open's permission check, a path walk, stat --
+		 * unlocked, but under X through a writable handle (fstat, the
+		 * kernel's refresh in a write: for update, as reads through it
+		 * are, fs_data.c).  Not under S nor IS, held to the end: every
+		 * open-then-write of a file two transactions update would
+		 * deadlock (the zero attribute timeouts, C1, make the kernel ask
+		 * at each open).  So a member's stat of a file is not repeatable;
+		 * what it reads and writes of the file is. */
+		if ((rc = fs_iget(op, a->ino, &in)) != 0)
 			return rc;
-		if (!S_ISDIR(in.mode) && ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0))
+		int mode = S_ISDIR(in.mode) ? TP_LOCK_IS : a->c && a->c->update ? TP_LOCK_X : 0;
+		if (mode && ((rc = fs_lock(op, a->ino, mode)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0))
 			return rc;
 	} else if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0) {
 		return rc;
@@ -726,7 +737,7 @@ static int getattr_fn(fs_op *op, void *arg)
 
 int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out)
 {
-	getattr_arg a = {ino, out};
+	getattr_arg a = {ino, out, c};
 	return fs_errno(fs_run(f, c, FS_ATTR, getattr_fn, &a));
 }
 

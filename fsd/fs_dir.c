@@ -177,9 +177,12 @@ static int lookup_fn(fs_op *op, void *arg)
 	/* a consistent read of the child: locked after its directory only when
 	 * that keeps the order; otherwise the entry's inode is read unlocked,
 	 * which the engine's latches keep physically consistent.  A member
-	 * always locks it: what it read must not change before it commits. */
-	if ((ino > a->parent || op->tx) &&
-	    (rc = fs_lock(op, ino, op->tx && type == DT_DIR ? TP_LOCK_IS : TP_LOCK_S)) != 0)
+	 * locks a directory IS and nothing else: the name is what it read (N,
+	 * above); a file it goes on to read or write is locked then (S or X)
+	 * -- an S lock here would turn every open-then-write of a file that
+	 * two transactions update into an upgrade deadlock (TPC-B's branch). */
+	if (op->tx ? type == DT_DIR && (rc = fs_lock(op, ino, TP_LOCK_IS)) != 0
+		   : ino > a->parent && (rc = fs_lock(op, ino, TP_LOCK_S)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, ino, &in)) != 0)
 		return rc == ENOENT ? TP_ECORRUPT : rc;

@@ -4,6 +4,7 @@
  * root, FSD_STATS_XATTR).  Rules H1-H5: fsd_ops.c.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,6 +19,9 @@ void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_caller c = fsd_caller(req);
 	fs_attr a;
 	int rc;
+	/* the kernel's own refresh in a write, or fstat, through a writable
+	 * handle: read for update (X), as reads through it are (fs_data.c) */
+	c.update = fi && (fi->fh & O_ACCMODE) != O_RDONLY;
 	/* C5: a file's size in a shared inode bounds what non-members read
 	 * from the page cache: a member gets the committed attributes of a
 	 * shared file, read as a plain call (locking nothing in its

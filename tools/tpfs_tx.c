@@ -243,11 +243,35 @@ static own_file *own_files(const char *mount, int *n)
 		if (len <= 0 || o->path[0] != '/')
 			continue;
 		o->path[len] = 0;
+		/* the kernel says " (deleted)" of a name it merely dropped from its
+		 * cache too (fsd_tx.c C5, C6): reopen_own checks the inode */
+		static const char del[] = " (deleted)";
+		if ((size_t)len > sizeof del - 1 && !strcmp(o->path + len - (sizeof del - 1), del))
+			o->path[len - (sizeof del - 1)] = 0;
 		o->fd = (int)fd, o->dev = st.st_dev, o->ino = st.st_ino;
 		(*n)++;
 	}
 	closedir(d);
 	return v;
+}
+
+/* The inode number of fd, from /proc/self/fdinfo: the kernel's, without
+ * asking the daemon (an fstat in the transaction would lock the file for
+ * reading, and two programs updating it would then deadlock on the
+ * upgrade); 0 if unknown. */
+static unsigned long long fd_ino(int fd)
+{
+	char path[64], line[128];
+	unsigned long long ino = 0;
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return 0;
+	while (fgets(line, sizeof line, fp))
+		if (sscanf(line, "ino: %llu", &ino) == 1)
+			break;
+	fclose(fp);
+	return ino;
 }
 
 /* Puts a new handle of the same file on o->fd (access mode, O_APPEND and
@@ -260,11 +284,9 @@ static void reopen_own(const own_file *o)
 		return;
 	int keep = fl & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_DSYNC | O_SYNC | O_NOATIME);
 	int nfd = open(o->path, keep | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-	struct stat nst;
 	if (nfd < 0)
 		return; /* (unlinked, renamed, no permission any more) */
-	if (fstat(nfd, &nst) == 0 && nst.st_dev == o->dev && nst.st_ino == o->ino &&
-	    (off < 0 || lseek(nfd, off, SEEK_SET) == off))
+	if (fd_ino(nfd) == (unsigned long long)o->ino && (off < 0 || lseek(nfd, off, SEEK_SET) == off))
 		(void)dup3(nfd, o->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
 	close(nfd);
 }

@@ -16,7 +16,7 @@
  *       processes (a transaction binds to a process, so processes, not
  *       threads).  MODE:
  *         tx         on a tpfs mount, each operation one transaction
- *                    (begin ... commit through the control channel:
+ *                    (tpfs_tx_begin ... tpfs_tx_commit of the client library:
  *                    atomic, isolated, durable at commit); a deadlock
  *                    victim is aborted and retried
  *         fdatasync  record locks (OFD fcntl) and fdatasync of the 4 files
@@ -38,11 +38,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "tpfs_tx_proto.h"
+#include "tpfs_tx.h"
 
 #define NACC 100000
 #define NTEL 100
@@ -63,25 +62,12 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* One control request: the answer's errno, message in msg. */
-static int tx_req(const char *mnt, const char *name, char *msg, size_t size)
-{
-	char buf[TPFS_TX_ANSWER_MAX + 1];
-	ssize_t n = getxattr(mnt, name, buf, TPFS_TX_ANSWER_MAX);
-	if (n < 0)
-		return errno;
-	buf[n] = 0;
-	char *sp = strchr(buf, ' ');
-	snprintf(msg, size, "%s", sp ? sp + 1 : "");
-	return atoi(buf);
-}
-
+/* Transactions through the client library (tools/tpfs_tx.h), bound to
+ * this process. */
 static int tx_begin(const char *mnt)
 {
-	char name[64], msg[256];
-	snprintf(name, sizeof name, "%s%d", TPFS_TX_BEGIN, (int)getpid());
-	int e = tx_req(mnt, name, msg, sizeof msg);
-	if (e) {
+	char msg[TPFS_TX_MSG_MAX];
+	if (tpfs_tx_begin(mnt, 0, NULL, msg, sizeof msg) != 0) {
 		fprintf(stderr, "txbench: begin: %s\n", msg);
 		exit(1);
 	}
@@ -90,8 +76,8 @@ static int tx_begin(const char *mnt)
 
 static int tx_end(const char *mnt, int commit)
 {
-	char msg[700];
-	return tx_req(mnt, commit ? TPFS_TX_COMMIT : TPFS_TX_ABORT, msg, sizeof msg);
+	char msg[TPFS_TX_MSG_MAX];
+	return commit ? tpfs_tx_commit(mnt, msg, sizeof msg) : tpfs_tx_abort(mnt, msg, sizeof msg);
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -151,9 +137,8 @@ static int do_latency(const char *mnt, double secs)
 		snprintf(text, sizeof text, "transaction %zu\n", n);
 		for (int i = 0; i < 3; i++)
 			put_file(mnt, "lat", i, text);
-		char msg[700];
-		int e = tx_req(mnt, TPFS_TX_COMMIT, msg, sizeof msg);
-		if (e) {
+		char msg[TPFS_TX_MSG_MAX];
+		if (tpfs_tx_commit(mnt, msg, sizeof msg) != 0) {
 			fprintf(stderr, "txbench: commit: %s\n", msg);
 			return 1;
 		}
