@@ -30,7 +30,8 @@
  *       wait for a transaction (they read the committed store).  A
  *       member's getattr and lookup lock a directory in IS only: its link
  *       count and times change by deltas (fs_dir_touch), not as reads
- *       that other transactions' creates would conflict with.  Deadlocks
+ *       that other transactions' creates would conflict with; and a file
+ *       not at all, but X through a writable handle (getattr_fn).  Deadlocks
  *       between the two levels are possible and detected: a plain call is
  *       retried, a transaction doomed (fs_tx.c X2).
  */
