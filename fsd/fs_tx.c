@@ -555,12 +555,14 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
  * first half of the old file and the second half of the new one if a
  * commit fell in between.  A commit waits, before it takes any lock, for
  * the files it changes that were opened outside every transaction less
- * than READERS_RECENT_NS ago to be closed -- at most READERS_WAIT_NS,
- * past which it goes on (counted).  A reader that keeps a file open for
+ * than READERS_RECENT_NS ago to be closed -- at most READERS_WAIT_NS
+ * (nm of a 1 MB object takes 20-40 ms here; a reader that has just
+ * opened a file it will keep open costs a commit that much), past which
+ * it goes on (counted).  A reader that keeps a file open for
  * long (tail -f, a database) does not hold commits back at all; one that
  * opens, reads and closes (nm, cc, cat) is waited for.  Readers never
  * wait for it. */
-#define READERS_WAIT_NS 500000000ull
+#define READERS_WAIT_NS 200000000ull
 #define READERS_RECENT_NS 1000000000ull
 
 static void wait_plain_readers(fs *f, fs_ws *ws)
