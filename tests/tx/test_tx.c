@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "mount_util.h"
+#include "txtest.h"
 #include "tpfs_tx.h"
 
 #define NM_LIMIT 2.0   /* s: the longest a non-member read may take */
@@ -65,20 +66,6 @@ static int g_watch = -1; /* write end: the watchdog's pipe */
 
 /* ---------------------------------------------------------------------- */
 /* Small things                                                           */
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void msleep(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 /* A path on the mount (rotating buffers). */
 static const char *mp(const char *rel)
@@ -691,18 +678,6 @@ static void start(void)
 	setenv("TPFS_MOUNT", g_m.mnt, 1);
 	setenv("TX_SELF", g_self, 1);
 	setenv("LC_ALL", "C", 1);
-}
-
-/* The tx tools must be built (tools/, TX_BIN). */
-static void need_tools(void)
-{
-	static const char *const tools[] = {"txbegin", "txcommit", "txabort", "txrun", "txstatus"};
-	const char *bin = getenv("TX_BIN");
-	for (size_t i = 0; i < sizeof tools / sizeof *tools; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof p, "%s/%s", bin ? bin : "(TX_BIN unset)", tools[i]);
-		cr_assert(access(p, X_OK) == 0, "%s is not built (tools/): this test of the tools cannot run", p);
-	}
 }
 
 /* Kills the shells, clean unmount (tpfsd exits 0), `tpfs check` clean,

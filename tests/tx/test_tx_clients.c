@@ -87,6 +87,7 @@
 #include <unistd.h>
 
 #include "mount_util.h"
+#include "txtest.h"
 
 #define OPTS "quiet,cache_size=8M" /* small: quick mounts (MALLOC_PERTURB_ under meson fills the pool), and it evicts */
 #define FUSE_SUPER_MAGIC 0x65735546
@@ -103,25 +104,11 @@ static int g_nscripts;
 /* ---------------------------------------------------------------------- */
 /* Small things                                                           */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static double wall_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void msleep(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
 }
 
 static void usleep_(long us)
@@ -281,18 +268,6 @@ static void need(const char *const *progs)
 		char cmd[256];
 		snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", *progs);
 		cr_assert(system(cmd) == 0, "%s is not installed (scripts/setup installs it): this test needs it", *progs);
-	}
-}
-
-/* The tx tools must be built (tools/, TX_BIN). */
-static void need_tools(void)
-{
-	static const char *const tools[] = {"txbegin", "txcommit", "txabort", "txrun", "txstatus"};
-	const char *bin = getenv("TX_BIN");
-	for (size_t i = 0; i < sizeof tools / sizeof *tools; i++) {
-		char p[PATH_MAX];
-		snprintf(p, sizeof p, "%s/%s", bin ? bin : "(TX_BIN unset)", tools[i]);
-		cr_assert(access(p, X_OK) == 0, "%s is not an executable: the tx tools (tools/) must be built first", p);
 	}
 }
 
