@@ -183,7 +183,10 @@ enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
  * member's change (fsd): an inode (its attributes and pages), or the entry
  * name in directory parent (name != NULL). */
 typedef void (*fs_notify_fn)(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len);
-void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx);
+/* The kernel should hold data (size bytes) as the whole content of
+ * regular file ino, about to be committed (fs_tx.c X6). */
+typedef void (*fs_grow_fn)(void *ctx, uint64_t ino, const void *data, size_t size);
+void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx);
 /* Begins a transaction bound to process pid (start: its start time). */
 int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out);
 /* The open transaction bound to (pid, start), or by id; NULL if none. */

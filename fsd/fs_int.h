@@ -76,6 +76,7 @@ struct fs {
 	char history[16][400];      /* how the last transactions ended */
 	unsigned nhistory;
 	fs_notify_fn notify;        /* cache invalidation (fsd) */
+	fs_grow_fn grow;            /* a file's new size, pushed to the kernel (fs_tx.c X6) */
 	void *notify_ctx;
 	/* the invalidation thread of commits (fs_tx.c X6), under imu */
 	pthread_mutex_t imu;

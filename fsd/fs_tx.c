@@ -44,7 +44,12 @@
  *       and before its engine commit releases the "I" locks, so no plain
  *       call can read (and the kernel cache) the new state of one file
  *       while another still shows the old one from a warm cache.  The wait
- *       for them is bounded (notify_before_release): X4's exception.
+ *       for them is bounded (notify_before_release): X4's exception.  A
+ *       small file that did not shrink first gets its new content stored
+ *       in the kernel's page cache, which sets the kernel's size: a read
+ *       that had checked the old size and then waited for these locks to
+ *       fill a page would otherwise cut the new bytes to the old size
+ *       (random_crash saw 'T30' of 'T3000030\n' after 'T0\n').
  *   X7  A commit first waits (bounded) for the files it changes that are
  *       open outside every transaction to be closed (wait_plain_readers).
  */
@@ -92,7 +97,7 @@ struct fs_tx {
 
 static void *inval_thread(void *arg);
 
-void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx)
+void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
 {
 	if (!fn && f->irunning) { /* stop the thread of X6 after its last job */
 		pthread_mutex_lock(&f->imu);
@@ -103,6 +108,7 @@ void fs_set_notify(fs *f, fs_notify_fn fn, void *ctx)
 		f->irunning = 0;
 	}
 	f->notify = fn;
+	f->grow = grow;
 	f->notify_ctx = ctx;
 	if (fn && !f->irunning) {
 		f->istop = 0;
@@ -276,6 +282,8 @@ typedef struct inval_item {
 	uint64_t ino;
 	char *name; /* NULL: the inode */
 	size_t len;
+	unsigned char *data; /* X6: a small regular file's new content (NULL: none) */
+	size_t size;         /* its size (before the commit, in the job of before) */
 } inval_item;
 
 typedef struct inval_job {
@@ -290,8 +298,10 @@ static void job_free(inval_job *j)
 {
 	if (!j)
 		return;
-	for (size_t i = 0; i < j->n; i++)
+	for (size_t i = 0; i < j->n; i++) {
 		free(j->v[i].name);
+		free(j->v[i].data);
+	}
 	free(j->v);
 	free(j);
 }
@@ -348,8 +358,50 @@ static inval_job *job_of(uint64_t txid, fs_ws *ws)
 
 static void job_run(fs *f, const inval_job *j)
 {
-	for (size_t i = 0; i < j->n; i++)
+	for (size_t i = 0; i < j->n; i++) {
+		if (j->v[i].data && f->grow)
+			f->grow(f->notify_ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
 		f->notify(f->notify_ctx, j->txid, j->v[i].ino, j->v[i].name, j->v[i].len);
+	}
+}
+
+/* X6: the new content of every small regular file a committing
+ * transaction changed, read from its applied records (tx->t sees them).
+ * The kernel clips a read to the size it knows: a reader whose read had
+ * passed that check with the old size and then waited for the commit's
+ * locks to fill a page would get the new bytes cut to the old size.  So
+ * the daemon stores the new content in the kernel's page cache first
+ * (which sets the size before it waits for any page), then drops the rest.
+ * Files larger than GROW_MAX are only dropped (fsd/DESIGN.md, limits). */
+#define GROW_MAX 65536
+
+/* before NULL: the sizes now into j (v[i].size, no data).  Else the
+ * content of the files that did not shrink since before (a store cannot
+ * shrink the kernel's size: their new content would show with an old
+ * tail); before lists the same inodes in the same order (job_of of one
+ * write set). */
+static void job_sizes(fs_tx *tx, inval_job *j, const inval_job *before)
+{
+	fs_op op = {.f = tx->f, .t = tx->t};
+	for (size_t i = 0; i < j->n; i++) {
+		fs_inode in;
+		size_t got = 0;
+		if (j->v[i].name || fs_iget(&op, j->v[i].ino, &in) != 0 || !S_ISREG(in.mode))
+			continue;
+		if (!before) {
+			j->v[i].size = in.size;
+			continue;
+		}
+		if (in.size == 0 || in.size > GROW_MAX || (i < before->n && in.size < before->v[i].size) ||
+		    !(j->v[i].data = malloc(in.size)))
+			continue;
+		if (fs_data_get(&op, &in, 0, in.size, j->v[i].data, &got) == 0 && got == in.size) {
+			j->v[i].size = in.size;
+		} else {
+			free(j->v[i].data);
+			j->v[i].data = NULL;
+		}
+	}
 }
 
 static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
@@ -401,13 +453,16 @@ static void *inval_thread(void *arg)
  * was invalidated before).  1: done or handed over; 0: not done. */
 #define INVAL_WAIT_NS 20000000ll
 
-static int notify_before_release(fs *f, uint64_t txid, fs_ws *ws)
+static int notify_before_release(fs_tx *tx, const inval_job *before)
 {
-	if (!f->notify || !ws || !f->irunning)
+	fs *f = tx->f;
+	if (!f->notify || !tx->ws || !f->irunning)
 		return 0;
-	inval_job *j = job_of(txid, ws);
+	inval_job *j = job_of(tx->id, tx->ws);
 	if (!j)
 		return 0;
+	if (before && before->n == j->n)
+		job_sizes(tx, j, before);
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_nsec += INVAL_WAIT_NS;
@@ -557,13 +612,13 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
  * the files it changes that were opened outside every transaction less
  * than READERS_RECENT_NS ago to be closed -- at most READERS_WAIT_NS
  * (nm of a 1 MB object takes 20-40 ms here; a reader that has just
- * opened a file it will keep open costs a commit that much), past which
- * it goes on (counted).  A reader that keeps a file open for
+ * opened a file it will keep open costs a commit until the file has been
+ * open READERS_RECENT_NS), past which it goes on (counted).  A reader that keeps a file open for
  * long (tail -f, a database) does not hold commits back at all; one that
  * opens, reads and closes (nm, cc, cat) is waited for.  Readers never
  * wait for it. */
 #define READERS_WAIT_NS 200000000ull
-#define READERS_RECENT_NS 1000000000ull
+#define READERS_RECENT_NS 250000000ull
 
 static void wait_plain_readers(fs *f, fs_ws *ws)
 {
@@ -714,8 +769,12 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		return -rc;
 	}
 	wait_plain_readers(f, tx->ws); /* X7 */
+	inval_job *grown = f->notify && f->irunning ? job_of(tx->id, tx->ws) : NULL;
+	if (grown)
+		job_sizes(tx, grown, NULL); /* the sizes before (X6) */
 	rc = apply(tx);
-	int invalidated = rc == 0 && notify_before_release(f, tx->id, tx->ws); /* X6 */
+	int invalidated = rc == 0 && notify_before_release(tx, grown); /* X6 */
+	job_free(grown);
 	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0)
 		rc = tp_commit(tx->t, 0); /* durable on return */
@@ -751,7 +810,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 			 commit_failure(e), tp_errmsg());
 		history_add(f, tx, "failed to commit: %s", commit_failure(e));
 	}
-	if (!invalidated)
+	if (!invalidated || rc != 0) /* (X6 pushed sizes a failed commit did not make) */
 		notify_all(f, tx->id, ws);
 	ws_destroy(ws);
 	return -e;

@@ -486,6 +486,19 @@ static void inval(struct fsd_txs *x, uint64_t nodeid, const char *name, size_t l
 
 static uint64_t tag_of(uint64_t txid);
 
+/* X6 (fs_tx.c): a small file's new content into the page cache of its
+ * shared inode, before its pages are dropped: the kernel takes the size
+ * (which a store can only grow) before it waits for any page. */
+static void grow(void *ctx, uint64_t ino, const void *data, size_t size)
+{
+	struct fsd_txs *x = ctx;
+	if (!x->se || x->stop || !size)
+		return;
+	struct fuse_bufvec b = FUSE_BUFVEC_INIT(size);
+	b.buf[0].mem = (void *)data;
+	(void)fuse_lowlevel_notify_store(x->se, ino, 0, &b, 0);
+}
+
 /* C4: the fs layer's callback at the end of a transaction (fs_set_notify) */
 static void notify(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len)
 {
@@ -689,7 +702,7 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 	}
 	x->running = 1;
 	d->txs = x;
-	fs_set_notify(d->fs, notify, x);
+	fs_set_notify(d->fs, notify, grow, x);
 	return 0;
 }
 
@@ -705,7 +718,7 @@ void fsd_tx_stop(fsd *d)
 	wake(x);
 	if (x->running)
 		pthread_join(x->reaper, NULL);
-	fs_set_notify(d->fs, NULL, NULL);
+	fs_set_notify(d->fs, NULL, NULL, NULL);
 	for (int i = 0; i < x->nb; i++)
 		close(x->b[i].fd);
 	close(x->evfd);
