@@ -2253,16 +2253,4 @@ Test(tx, tools_roundtrip, .timeout = 60)
 
 /* ---------------------------------------------------------------------- */
 
-int main(int argc, char *argv[])
-{
-	ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-	g_self[n > 0 ? n : 0] = 0;
-	if (argc > 1 && !strcmp(argv[1], "--helper"))
-		return helper(argc - 2, argv + 2);
-	struct criterion_test_set *tests = criterion_initialize();
-	int result = 0;
-	if (criterion_handle_args(argc, argv, true))
-		result = !criterion_run_all_tests(tests);
-	criterion_finalize(tests);
-	return result;
-}
+int main(int argc, char *argv[]) { return txtest_main(argc, argv, g_self, sizeof g_self, helper); }

@@ -1,6 +1,6 @@
 /*
  * txtest.h -- what the tx suites (test_tx.c, test_tx_clients.c) share:
- * time, and the check that the tx tools are built.
+ * time, the check that the tx tools are built, and main.
  */
 #ifndef TPFS_TXTEST_H
 #define TPFS_TXTEST_H
@@ -9,8 +9,10 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +41,23 @@ static inline void need_tools(void)
 		snprintf(p, sizeof p, "%s/%s", bin ? bin : "(TX_BIN unset)", tools[i]);
 		cr_assert(access(p, X_OK) == 0, "%s is not an executable: the tx tools (tools/) must be built first", p);
 	}
+}
+
+/* A suite's main: with "--helper" first, the suite's own program that its
+ * shells run (helper(argc, argv) of the arguments after it); else the
+ * Criterion tests.  self receives the program's path (/proc/self/exe). */
+static inline int txtest_main(int argc, char *argv[], char *self, size_t size, int (*helper)(int, char **))
+{
+	ssize_t n = readlink("/proc/self/exe", self, size - 1);
+	self[n > 0 ? n : 0] = 0;
+	if (argc > 1 && !strcmp(argv[1], "--helper"))
+		return helper(argc - 2, argv + 2);
+	struct criterion_test_set *tests = criterion_initialize();
+	int result = 0;
+	if (criterion_handle_args(argc, argv, true))
+		result = !criterion_run_all_tests(tests);
+	criterion_finalize(tests);
+	return result;
 }
 
 #endif
