@@ -283,7 +283,7 @@ typedef struct inval_item {
 	char *name; /* NULL: the inode */
 	size_t len;
 	unsigned char *data; /* X6: a small regular file's new content (NULL: none) */
-	size_t size;         /* its size (before the commit, in the job of before) */
+	size_t size;         /* its size: before the commit (job_sizes), then after it (job_contents) */
 } inval_item;
 
 typedef struct inval_job {
@@ -375,25 +375,29 @@ static void job_run(fs *f, const inval_job *j)
  * Files larger than GROW_MAX are only dropped (fsd/DESIGN.md, limits). */
 #define GROW_MAX 65536
 
-/* before NULL: the sizes now into j (v[i].size, no data).  Else the
- * content of the files that did not shrink since before (a store cannot
- * shrink the kernel's size: their new content would show with an old
- * tail); before lists the same inodes in the same order (job_of of one
- * write set). */
-static void job_sizes(fs_tx *tx, inval_job *j, const inval_job *before)
+/* Before the commit applies: the size of each regular file of j (in
+ * v[i].size; the others' stay 0). */
+static void job_sizes(fs_tx *tx, inval_job *j)
+{
+	fs_op op = {.f = tx->f, .t = tx->t};
+	for (size_t i = 0; i < j->n; i++) {
+		fs_inode in;
+		if (!j->v[i].name && fs_iget(&op, j->v[i].ino, &in) == 0 && S_ISREG(in.mode))
+			j->v[i].size = in.size;
+	}
+}
+
+/* After it applied: the new content of each small regular file of j that
+ * did not shrink (a store cannot shrink the kernel's size: its new content
+ * would show with an old tail); v[i].size becomes the new size. */
+static void job_contents(fs_tx *tx, inval_job *j)
 {
 	fs_op op = {.f = tx->f, .t = tx->t};
 	for (size_t i = 0; i < j->n; i++) {
 		fs_inode in;
 		size_t got = 0;
-		if (j->v[i].name || fs_iget(&op, j->v[i].ino, &in) != 0 || !S_ISREG(in.mode))
-			continue;
-		if (!before) {
-			j->v[i].size = in.size;
-			continue;
-		}
-		if (in.size == 0 || in.size > GROW_MAX || (i < before->n && in.size < before->v[i].size) ||
-		    !(j->v[i].data = malloc(in.size)))
+		if (j->v[i].name || fs_iget(&op, j->v[i].ino, &in) != 0 || !S_ISREG(in.mode) || in.size == 0 ||
+		    in.size > GROW_MAX || in.size < j->v[i].size || !(j->v[i].data = malloc(in.size)))
 			continue;
 		if (fs_data_get(&op, &in, 0, in.size, j->v[i].data, &got) == 0 && got == in.size) {
 			j->v[i].size = in.size;
@@ -453,16 +457,12 @@ static void *inval_thread(void *arg)
  * was invalidated before).  1: done or handed over; 0: not done. */
 #define INVAL_WAIT_NS 20000000ll
 
-static int notify_before_release(fs_tx *tx, const inval_job *before)
+static int notify_before_release(fs_tx *tx, inval_job *j) /* j: made before the apply (job_sizes); taken */
 {
 	fs *f = tx->f;
-	if (!f->notify || !tx->ws || !f->irunning)
-		return 0;
-	inval_job *j = job_of(tx->id, tx->ws);
 	if (!j)
 		return 0;
-	if (before && before->n == j->n)
-		job_sizes(tx, j, before);
+	job_contents(tx, j);
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_nsec += INVAL_WAIT_NS;
@@ -769,12 +769,15 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		return -rc;
 	}
 	wait_plain_readers(f, tx->ws); /* X7 */
-	inval_job *grown = f->notify && f->irunning ? job_of(tx->id, tx->ws) : NULL;
-	if (grown)
-		job_sizes(tx, grown, NULL); /* the sizes before (X6) */
+	inval_job *inv = f->notify && f->irunning ? job_of(tx->id, tx->ws) : NULL; /* X6 */
+	if (inv)
+		job_sizes(tx, inv);
 	rc = apply(tx);
-	int invalidated = rc == 0 && notify_before_release(tx, grown); /* X6 */
-	job_free(grown);
+	int invalidated = 0;
+	if (rc == 0)
+		invalidated = notify_before_release(tx, inv);
+	else
+		job_free(inv);
 	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0)
 		rc = tp_commit(tx->t, 0); /* durable on return */
