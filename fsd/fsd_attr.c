@@ -80,15 +80,13 @@ void fsd_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *st, int to_set, st
 	unsigned set = setattr_bits(st, to_set, &in);
 	int rc;
 	int shared = c.tx && tag == 0;
-	if (shared && fi && !(fi->fh & FH_DIRECT)) { /* C5: through a handle opened outside every transaction: outside it (fsd_data.c) */
-		if (fs_tx_holds(c.tx, ino)) {
+	if (shared && fi) { /* C5: through a handle opened outside every transaction: outside it */
+		if ((rc = fsd_outside_change(&c, ino, fi->fh)) != 0) {
 			fsd_caller_end(&c);
-			fsd_reply_err(req, d, -EBADF);
+			fsd_reply_err(req, d, rc);
 			return;
 		}
-		fs_tx_put(c.tx);
-		c.tx = NULL;
-		shared = 0;
+		shared = c.tx != NULL;
 	}
 	if ((to_set & FUSE_SET_ATTR_SIZE) && st->st_size < 0)
 		rc = -EINVAL;

@@ -36,7 +36,7 @@ static uint64_t fh_tag(uint64_t fh) { return fh >> FH_TAG_SHIFT & FH_TAG_MASK; }
  * transaction they could not be kept private: the kernel puts them in the
  * shared page cache first.)  Unless the transaction itself has the file
  * locked: one file is not changed both ways (EBADF). */
-static int outside_change(fs_caller *c, uint64_t ino, uint64_t fh)
+int fsd_outside_change(fs_caller *c, uint64_t ino, uint64_t fh)
 {
 	/* (a direct handle -- opened by a member, of this transaction or an
 	 * earlier one -- never passes through the page cache: it is the
@@ -190,7 +190,7 @@ void fsd_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t
 	 * drop what it cached at the wrong place. */
 	int append = (fi->fh & O_APPEND) != 0;
 	uint64_t at = 0;
-	if ((rc = outside_change(&c, ino, fi->fh)) != 0)
+	if ((rc = fsd_outside_change(&c, ino, fi->fh)) != 0)
 		fsd_reply_err(req, d, rc);
 	else if ((rc = fs_write(d->fs, &c, ino, append ? FS_APPEND : (uint64_t)off, data, size, &done, &at)) != 0) {
 		fsd_reply_err(req, d, rc);
@@ -238,7 +238,7 @@ void fsd_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t le
 		return;
 	}
 	fs_caller c = fsd_caller(req);
-	int rc = outside_change(&c, ino, fi->fh);
+	int rc = fsd_outside_change(&c, ino, fi->fh);
 	if (!rc)
 		rc = fs_fallocate(d->fs, &c, ino, mode, (uint64_t)off, (uint64_t)len);
 	fsd_reply_err(req, d, rc);
@@ -278,7 +278,7 @@ void fsd_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct
 	size_t total = 0;
 	char *buf;
 	int rc = 0;
-	if (flags != 0 || off_in < 0 || off_out < 0 || (rc = outside_change(&c, ino_out, fi_out->fh)) != 0) {
+	if (flags != 0 || off_in < 0 || off_out < 0 || (rc = fsd_outside_change(&c, ino_out, fi_out->fh)) != 0) {
 		fsd_reply_err(req, d, rc ? rc : -EINVAL);
 		fsd_caller_end(&c);
 		return;

@@ -60,6 +60,12 @@ void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 #define FH_TAG_MASK 0xfffffull
 #define FH_STAMP_SHIFT 52      /* fs_opened's stamp */
 
+/* C5: a member's change through handle fh of a shared inode opened
+ * outside every transaction: c becomes a plain caller (its tx dropped), or
+ * -EBADF when the transaction has the file locked; 0 otherwise too
+ * (fsd_data.c). */
+int fsd_outside_change(fs_caller *c, uint64_t ino, uint64_t fh);
+
 /* What the kernel may cache, H4 (fsd_ops.c) */
 void fsd_open_flags(const fsd *d, const fs_caller *c, fuse_ino_t ino, struct fuse_file_info *fi);
 void fsd_opendir_flags(const fsd *d, fuse_ino_t ino, struct fuse_file_info *fi);
