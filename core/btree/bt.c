@@ -243,7 +243,21 @@ static int raw_set(bt_tree *bt, txn *t, uint64_t pgno, uint32_t off, const void 
 	return rc;
 }
 
-static int ovf_write(bt_tree *bt, txn *t, const unsigned char *val, size_t vlen, uint64_t *first)
+/* An overflow page of ordered data (op.h): its bytes are not logged. */
+static int ovf_page_ordered(txn *t, uint64_t next, const unsigned char *part, size_t n, uint64_t *pgno)
+{
+	buf_page *pg;
+	int rc = op_page_alloc_ordered(t, BT_PT_OVERFLOW, pgno, &pg);
+	if (rc)
+		return rc;
+	unsigned char *p = buf_data(pg);
+	util_put64(p + BUF_HDR, next);
+	util_put32(p + BUF_HDR + 8, (uint32_t)n);
+	memcpy(p + BT_OVF_HDR, part, n);
+	return op_page_ordered_done(t, pg);
+}
+
+static int ovf_write(bt_tree *bt, txn *t, const unsigned char *val, size_t vlen, int ordered, uint64_t *first)
 {
 	size_t per = bt->psize - BT_OVF_HDR, nparts = (vlen + per - 1) / per;
 	uint64_t next = 0;
@@ -253,6 +267,12 @@ static int ovf_write(bt_tree *bt, txn *t, const unsigned char *val, size_t vlen,
 		uint64_t pgno;
 		size_t off = i * per, n = vlen - off < per ? vlen - off : per;
 		unsigned char hdr[12];
+		if (t && ordered) {
+			if ((rc = ovf_page_ordered(t, next, val + off, n, &pgno)) != 0)
+				return rc;
+			next = pgno;
+			continue;
+		}
 		if ((rc = t ? op_page_alloc(t, BT_PT_OVERFLOW, &pgno) : op_page_alloc_unlogged(bt->tm, BT_PT_OVERFLOW, &pgno)) != 0)
 			return rc;
 		util_put64(hdr, next);
@@ -869,7 +889,7 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 	clen = BT_CELL_HDR + klen + (inline_val ? vlen : 8);
 	if (!(cell = malloc(clen)))
 		return ENOMEM;
-	if (!inline_val && (rc = ovf_write(bt, t, val, vlen, &ovf)) != 0)
+	if (!inline_val && (rc = ovf_write(bt, t, val, vlen, flags & BT_ORDERED, &ovf)) != 0)
 		goto out;
 	util_put16(cell, (uint16_t)klen);
 	cell[2] = inline_val ? 0 : BT_CF_OVF;

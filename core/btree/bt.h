@@ -27,6 +27,7 @@ enum { BT_CMP_BYTES = 0, BT_CMP_U64 = 1, BT_NCMP };
 enum {
 	BT_NOOVERWRITE = 1 << 0, /* EEXIST if the key is present */
 	BT_APPEND = 1 << 1,      /* hint: keys arrive in order (split unevenly) */
+	BT_ORDERED = 1 << 2,     /* overflow pages as ordered data (op.h) */
 };
 
 /* Trees */

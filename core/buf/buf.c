@@ -12,8 +12,9 @@
  *   holding bp->mu (so latch holders may call back into the pool).
  *
  *   STEAL: a dirty victim is written back, even with uncommitted changes.
- *   NO-FORCE: commit writes no page.  Reads and write-backs of a miss happen
- *   under bp->mu; buf_flush_all writes pinned-and-S-latched pages outside it.
+ *   NO-FORCE: commit writes no page.  Reads of a miss happen under bp->mu;
+ *   every write-back (a victim's, buf_flush_all's, buf_write_unlogged's)
+ *   happens on a pinned, S-latched frame outside it (B7).
  *
  * Invariants
  *   B1 (W2)  A page is written only after log_flush(page LSN) succeeded.
@@ -26,6 +27,10 @@
  *   B6  A page is marked dirty before the record that changes it is logged,
  *       with a recovery LSN at or before that record: a checkpoint that
  *       logs its dirty-page table after the record always includes it.
+ *   B8  Read-ahead fills only frames that are clean and unpinned, with
+ *       pages the pool does not hold, whose checksum holds.
+ *   B7  No page is written with bp->mu held: a write may first flush the
+ *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  */
 #include "buf.h"
 
@@ -35,9 +40,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "tp.h"
 #include "util.h"
+
+#define RA_MAX 32             /* pages read ahead at most */
+#define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
 
 struct buf_page {
 	uint64_t pgno;        /* under bp->mu; valid when in the hash */
@@ -59,10 +68,19 @@ struct buf_pool {
 	pthread_mutex_t mu;
 	size_t n;
 	buf_page *frames;
+	size_t mem_bytes;     /* the frames' memory (mmap) */
+	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
+	uint64_t ra_last;     /* under mu: the last page read or read ahead */
+	uint64_t ra_win;      /* under mu: the current read-ahead window */
+	size_t ring[RA_RING]; /* under mu: frames of a long scan's read-ahead (index + 1) */
+	size_t ring_pos;
 	buf_page **hash;
 	size_t hmask;
 	size_t hand;          /* under mu */
-	unsigned char *wbuf;  /* under mu: write-back copy */
+	size_t writing;       /* under mu: frames pinned only to be written back */
+	pthread_mutex_t resv_mu; /* buf_reserve */
+	uint64_t reserved;    /* under resv_mu: pages with disk space in the file */
+	pthread_cond_t written; /* one of them was */
 	buf_stats st;         /* under mu */
 };
 
@@ -89,13 +107,22 @@ int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int rea
 	bp->hmask = hs - 1;
 	bp->frames = calloc(frames, sizeof *bp->frames);
 	bp->hash = calloc(hs, sizeof *bp->hash);
-	bp->wbuf = malloc(page_size);
-	unsigned char *mem = malloc(frames * (size_t)page_size);
-	if (!bp->frames || !bp->hash || !bp->wbuf || !mem) {
+	/* the frames in transparent huge pages where the system allows it:
+	 * a fresh pool is touched 2 MiB per fault instead of 4 KiB */
+	size_t bytes = frames * (size_t)page_size;
+	unsigned char *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		mem = NULL;
+	else
+		(void)madvise(mem, bytes, MADV_HUGEPAGE); /* a hint: EINVAL without THP */
+	bp->mem_bytes = bytes;
+	if (frames >= 8 * RA_MAX) /* a small pool would evict what it reads ahead */
+		bp->rabuf = malloc(RA_MAX * (size_t)page_size);
+	if (!bp->frames || !bp->hash || !mem) {
 		free(bp->frames);
 		free(bp->hash);
-		free(bp->wbuf);
-		free(mem);
+		if (mem)
+			munmap(mem, bytes);
 		free(bp);
 		return ENOMEM;
 	}
@@ -104,6 +131,8 @@ int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int rea
 		pthread_rwlock_init(&bp->frames[i].latch, NULL);
 	}
 	pthread_mutex_init(&bp->mu, NULL);
+	pthread_cond_init(&bp->written, NULL);
+	pthread_mutex_init(&bp->resv_mu, NULL);
 	*out = bp;
 	return 0;
 }
@@ -115,10 +144,12 @@ void buf_close(buf_pool *bp)
 	for (size_t i = 0; i < bp->n; i++)
 		pthread_rwlock_destroy(&bp->frames[i].latch);
 	pthread_mutex_destroy(&bp->mu);
-	free(bp->frames[0].data);
+	pthread_cond_destroy(&bp->written);
+	pthread_mutex_destroy(&bp->resv_mu);
+	munmap(bp->frames[0].data, bp->mem_bytes);
+	free(bp->rabuf);
 	free(bp->frames);
 	free(bp->hash);
-	free(bp->wbuf);
 	free(bp);
 }
 
@@ -178,6 +209,33 @@ static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 			io_path(bp->f), pgno, stored, calc);
 }
 
+/* Writes the pinned, S-latched frame pg if it is dirty (mu not held), and
+ * unpins it (its pin counted in bp->writing). */
+static int write_frame(buf_pool *bp, buf_page *pg)
+{
+	unsigned char *tmp = NULL;
+	int rc = 0;
+	pthread_mutex_lock(&bp->mu);
+	int dirty = pg->dirty;
+	pthread_mutex_unlock(&bp->mu);
+	if (dirty && !(tmp = malloc(bp->psize)))
+		rc = ENOMEM;
+	else if (dirty)
+		rc = page_write(bp, pg->pgno, pg->data, tmp);
+	free(tmp);
+	pthread_mutex_lock(&bp->mu);
+	if (dirty && !rc) { /* still S-latched: no change since the write */
+		bp->st.writes++;
+		pg->dirty = 0;
+		pg->rec_lsn = 0;
+	}
+	pg->pins--;
+	bp->writing--;
+	pthread_cond_broadcast(&bp->written);
+	pthread_mutex_unlock(&bp->mu);
+	return rc;
+}
+
 /* CLOCK: a frame with no pins and no reference bit (mu held). */
 static buf_page *victim(buf_pool *bp)
 {
@@ -195,6 +253,72 @@ static buf_page *victim(buf_pool *bp)
 	return NULL;
 }
 
+/* A frame for a page read ahead: in a long sequential scan, the ring's
+ * next frame when it is free to take, so that a scan of a large file
+ * recycles RA_RING frames instead of flooding the pool (and touching new
+ * memory) -- the pages it read are wanted once; else the CLOCK victim. */
+static buf_page *ra_victim(buf_pool *bp)
+{
+	if (bp->ra_win == RA_MAX) {
+		size_t *slot = &bp->ring[bp->ring_pos];
+		bp->ring_pos = (bp->ring_pos + 1) % RA_RING;
+		if (*slot) {
+			buf_page *f = &bp->frames[*slot - 1];
+			if (!f->pins && !f->dirty && !f->ref)
+				return f;
+		}
+		buf_page *f = victim(bp);
+		if (f)
+			*slot = (size_t)(f - bp->frames) + 1;
+		return f;
+	}
+	return victim(bp);
+}
+
+/* Sequential read-ahead (B8; mu held, pgno just read into a pinned frame):
+ * when pgno follows the last page read, the next pages up to a window that
+ * doubles from 4 to RA_MAX are read with one pread into clean, unpinned
+ * frames, skipping pages the pool holds and stopping at a dirty victim (no
+ * write under mu, B7).  A page whose checksum fails is not kept: reading it
+ * for real reports the damage. */
+static void read_ahead(buf_pool *bp, uint64_t pgno)
+{
+	if (pgno != bp->ra_last + 1 || !bp->rabuf) {
+		bp->ra_last = pgno;
+		bp->ra_win = 0;
+		return;
+	}
+	bp->ra_win = bp->ra_win ? (2 * bp->ra_win < RA_MAX ? 2 * bp->ra_win : RA_MAX) : 4;
+	uint64_t first = pgno + 1, n = bp->ra_win;
+	size_t got;
+	bp->ra_last = pgno + n;
+	if (first + n > BUF_MAX_PAGES || io_pread(bp->f, bp->rabuf, n * bp->psize, first * bp->psize, &got) != 0)
+		return;
+	for (uint64_t i = 0; i < n && i * bp->psize < got; i++) {
+		uint64_t q = first + i;
+		unsigned char *img = bp->rabuf + i * bp->psize;
+		buf_page *f;
+		for (f = bp->hash[hslot(bp, q)]; f; f = f->next)
+			if (f->pgno == q)
+				break;
+		if (f)
+			continue;
+		if (util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) && !all_zero(img, bp->psize))
+			continue;
+		if (!(f = ra_victim(bp)) || (f->valid && f->dirty))
+			break;
+		if (f->valid)
+			hash_remove(bp, f);
+		memcpy(f->data, img, bp->psize);
+		f->pgno = q;
+		f->valid = 1;
+		f->ref = 0; /* the hand comes back to it only after a whole turn */
+		f->next = bp->hash[hslot(bp, q)];
+		bp->hash[hslot(bp, q)] = f;
+		bp->st.reads++;
+	}
+}
+
 int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 {
 	buf_page *pg;
@@ -202,6 +326,7 @@ int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 
 	if (pgno > BUF_MAX_PAGES)
 		return util_err(TP_EINVAL, "%s: page %" PRIu64 " is out of range", io_path(bp->f), pgno);
+retry:
 	pthread_mutex_lock(&bp->mu);
 	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
 		if (pg->pgno == pgno)
@@ -213,20 +338,27 @@ int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 		pthread_mutex_unlock(&bp->mu);
 		goto latch;
 	}
-	bp->st.misses++;
 	if (!(pg = victim(bp))) {
+		if (bp->writing) { /* pinned only while written back: wait for one */
+			pthread_cond_wait(&bp->written, &bp->mu);
+			pthread_mutex_unlock(&bp->mu);
+			goto retry;
+		}
 		pthread_mutex_unlock(&bp->mu);
 		return util_err(ENOBUFS, "buffer pool: all %zu frames are pinned", bp->n);
 	}
-	if (pg->valid && pg->dirty) { /* STEAL */
-		if ((rc = page_write(bp, pg->pgno, pg->data, bp->wbuf)) != 0) {
-			pthread_mutex_unlock(&bp->mu);
+	if (pg->valid && pg->dirty) { /* STEAL, outside mu (B7); then look again */
+		pg->pins++;
+		bp->writing++;
+		pthread_mutex_unlock(&bp->mu);
+		pthread_rwlock_rdlock(&pg->latch);
+		rc = write_frame(bp, pg);
+		pthread_rwlock_unlock(&pg->latch);
+		if (rc)
 			return rc;
-		}
-		bp->st.writes++;
-		pg->dirty = 0;
-		pg->rec_lsn = 0;
+		goto retry;
 	}
+	bp->st.misses++;
 	if (pg->valid)
 		hash_remove(bp, pg);
 	pg->valid = 0;
@@ -242,6 +374,8 @@ int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 	pg->ref = 1;
 	pg->next = bp->hash[hslot(bp, pgno)];
 	bp->hash[hslot(bp, pgno)] = pg;
+	if (!(flags & (BUF_NOREAD | BUF_REBUILD)))
+		read_ahead(bp, pgno);
 	pthread_mutex_unlock(&bp->mu);
 latch:
 	if (flags & BUF_X)
@@ -286,12 +420,41 @@ void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 
 void buf_set_lsn(buf_page *pg, uint64_t lsn) { util_put64(pg->data + 8, lsn); }
 
+int buf_sync(buf_pool *bp)
+{
+	int rc;
+	if (bp->readonly)
+		return 0;
+	if ((rc = io_sync(bp->f)) != 0) {
+		log_panic(bp->lg, rc, "page file sync");
+		return util_err(rc, "%s: sync failed: %s", io_path(bp->f), strerror(rc));
+	}
+	return 0;
+}
+
+int buf_reserve(buf_pool *bp, uint64_t pages)
+{
+	uint64_t have;
+	int rc = 0;
+	pthread_mutex_lock(&bp->resv_mu);
+	if (pages > bp->reserved && (rc = buf_file_pages(bp, &have)) == 0) {
+		/* an eighth more than the file has, between 1 and 128 MiB of 4 KiB pages */
+		uint64_t margin = have / 8 < 256 ? 256 : have / 8 > 32768 ? 32768 : have / 8;
+		uint64_t want = pages + margin;
+		if (have >= pages)
+			want = have;
+		else if ((rc = io_reserve(bp->f, want * bp->psize)) == ENOSPC) /* then without the margin */
+			rc = io_reserve(bp->f, (want = pages) * bp->psize);
+		if (!rc)
+			bp->reserved = want;
+	}
+	pthread_mutex_unlock(&bp->resv_mu);
+	return rc;
+}
+
 int buf_flush_all(buf_pool *bp)
 {
-	unsigned char *tmp = malloc(bp->psize);
 	int rc = 0;
-	if (!tmp)
-		return ENOMEM;
 	for (size_t i = 0; i < bp->n && !rc; i++) {
 		buf_page *pg = &bp->frames[i];
 		pthread_mutex_lock(&bp->mu);
@@ -300,24 +463,122 @@ int buf_flush_all(buf_pool *bp)
 			continue;
 		}
 		pg->pins++;
+		bp->writing++;
 		pthread_mutex_unlock(&bp->mu);
 		pthread_rwlock_rdlock(&pg->latch);
-		rc = page_write(bp, pg->pgno, pg->data, tmp);
-		pthread_mutex_lock(&bp->mu);
-		if (!rc) { /* still S-latched: no change since the write */
-			bp->st.writes++;
-			pg->dirty = 0;
-			pg->rec_lsn = 0;
-		}
-		pg->pins--;
-		pthread_mutex_unlock(&bp->mu);
+		rc = write_frame(bp, pg);
 		pthread_rwlock_unlock(&pg->latch);
 	}
-	free(tmp);
-	if (!rc && !bp->readonly && (rc = io_sync(bp->f)) != 0) {
-		log_panic(bp->lg, rc, "page file sync");
-		return util_err(rc, "%s: sync failed: %s", io_path(bp->f), strerror(rc));
+	return rc ? rc : buf_sync(bp);
+}
+
+static int cmp_unlogged(const void *a, const void *b)
+{
+	uint64_t x = ((const buf_unlogged *)a)->pgno, y = ((const buf_unlogged *)b)->pgno;
+	return x < y ? -1 : x > y;
+}
+
+/* Pins and S-latches the frame of u if it is to be written unlogged: in
+ * the pool, dirty, its LSN still u->lsn.  An X latch means the page was
+ * freed and reused as a logged page (an ordered page is never changed),
+ * whose holder may wait for the log's flusher, which may be this thread:
+ * never wait for it.  A page logged since is left to the WAL rule. */
+static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u)
+{
+	buf_page *pg;
+	pthread_mutex_lock(&bp->mu);
+	for (pg = bp->hash[hslot(bp, u->pgno)]; pg; pg = pg->next)
+		if (pg->pgno == u->pgno)
+			break;
+	if (!pg || !pg->dirty) { /* written already (a STEAL or a checkpoint) */
+		pthread_mutex_unlock(&bp->mu);
+		return NULL;
 	}
+	pg->pins++;
+	bp->writing++;
+	pthread_mutex_unlock(&bp->mu);
+	if (pthread_rwlock_tryrdlock(&pg->latch) == 0) {
+		if (buf_page_lsn(pg) == u->lsn)
+			return pg;
+		pthread_rwlock_unlock(&pg->latch);
+	}
+	pthread_mutex_lock(&bp->mu);
+	pg->pins--;
+	bp->writing--;
+	pthread_cond_broadcast(&bp->written);
+	pthread_mutex_unlock(&bp->mu);
+	return NULL;
+}
+
+/* Writes the run of frames fr[0..n) (consecutive pages, pinned and
+ * S-latched) with one pwrite, marks them clean, releases them. */
+static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
+{
+	int rc = 0;
+	if (bp->readonly)
+		rc = util_err(EROFS, "%s: the store is open read-only", io_path(bp->f));
+	for (size_t i = 0; i < n && !rc; i++) {
+		unsigned char *p = wb + i * bp->psize;
+		memcpy(p, fr[i]->data, bp->psize);
+		util_put32(p, util_crc32c(0, p + 4, bp->psize - 4));
+	}
+	if (!rc && (rc = io_pwrite(bp->f, wb, n * bp->psize, fr[0]->pgno * bp->psize)) == 0)
+		io_writeback(bp->f, fr[0]->pgno * bp->psize, n * bp->psize); /* buf_sync waits less */
+	else if (!rc) {
+		log_panic(bp->lg, rc, "page write"); /* B5 */
+		rc = util_err(rc, "%s: pages %" PRIu64 "-%" PRIu64 ": write failed: %s", io_path(bp->f), fr[0]->pgno,
+			      fr[0]->pgno + n - 1, strerror(rc));
+	}
+	pthread_mutex_lock(&bp->mu);
+	for (size_t i = 0; i < n; i++) {
+		if (!rc) { /* still S-latched: no change since the write */
+			bp->st.writes++;
+			fr[i]->dirty = 0;
+			fr[i]->rec_lsn = 0;
+		}
+		fr[i]->pins--;
+		bp->writing--;
+	}
+	pthread_cond_broadcast(&bp->written);
+	pthread_mutex_unlock(&bp->mu);
+	for (size_t i = 0; i < n; i++)
+		pthread_rwlock_unlock(&fr[i]->latch);
+	return rc;
+}
+
+#define RUN_MAX 64 /* pages per write of buf_write_unlogged */
+
+int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
+{
+	buf_page *fr[RUN_MAX];
+	unsigned char *wb = malloc(RUN_MAX * (size_t)bp->psize);
+	size_t k = 0;
+	int rc = 0;
+	if (!wb)
+		return ENOMEM;
+	qsort(pages, n, sizeof *pages, cmp_unlogged);
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (i && pages[i].pgno == pages[i - 1].pgno)
+			continue;
+		buf_page *pg = take_unlogged(bp, &pages[i]);
+		if (k && (!pg || k == RUN_MAX || fr[k - 1]->pgno + 1 != pages[i].pgno)) {
+			rc = write_run(bp, fr, k, wb);
+			k = 0;
+		}
+		if (pg && rc) { /* the run before it failed: release it unwritten */
+			pthread_rwlock_unlock(&pg->latch);
+			pthread_mutex_lock(&bp->mu);
+			pg->pins--;
+			bp->writing--;
+			pthread_cond_broadcast(&bp->written);
+			pthread_mutex_unlock(&bp->mu);
+		} else if (pg) {
+			fr[k++] = pg;
+		}
+	}
+	if (k && !rc)
+		rc = write_run(bp, fr, k, wb);
+	free(wb);
 	return rc;
 }
 

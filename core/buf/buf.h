@@ -61,6 +61,19 @@ void buf_set_lsn(buf_page *pg, uint64_t lsn);
 /* Writes every dirty page (each after the log is durable up to its LSN)
  * and syncs the page file. */
 int buf_flush_all(buf_pool *bp);
+/* Writes now, without the WAL rule (B1), each listed page that is in the
+ * pool, dirty, and still has the LSN given: pages no log record describes
+ * (ordered data, op.h).  Runs of consecutive pages go in one write; the list
+ * is sorted in place.  Then buf_sync makes the writes durable. */
+typedef struct buf_unlogged {
+	uint64_t pgno, lsn;
+} buf_unlogged;
+int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n);
+int buf_sync(buf_pool *bp);
+/* Makes sure the page file has disk space for pages [0, pages), growing it
+ * ahead by a margin (io_reserve): ENOSPC here, where the caller can still
+ * roll back, rather than at a write-back, where it panics the log (B5). */
+int buf_reserve(buf_pool *bp, uint64_t pages);
 /* Calls fn for every dirty page with its recovery LSN (checkpoints). */
 int buf_dirty_pages(buf_pool *bp, void (*fn)(void *ctx, uint64_t pgno, uint64_t rec_lsn), void *ctx);
 

@@ -119,7 +119,13 @@ enum {
 	TP_TREE_NOLOCK = 1 << 3, /* logged, but records are not locked: the caller
 				    locks names that cover them (tp_lock) */
 };
-enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1 }; /* tp_put flags */
+/* tp_put flags.  TP_ORDERED: a value that goes to overflow pages has its
+ * bytes written in place instead of logged (only the record pointing to
+ * them is logged), and made durable before any later log write, so a
+ * commit that survives a crash has them (ext4's data=ordered).  Saves
+ * writing large values twice; costs a sync of the page file before the
+ * next log write.  Ignored in unprotected trees. */
+enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1, TP_ORDERED = 1 << 2 };
 int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out);
 void tp_tree_close(tp_tree *tr);
 int tp_tree_drop(tp_env *env, const char *name);

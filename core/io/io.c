@@ -180,6 +180,20 @@ static int posix_truncate(void *h, uint64_t size)
 	return rc;
 }
 
+static int posix_reserve(void *h, uint64_t size)
+{
+	posix_file *pf = h;
+	if (size > (uint64_t)INT64_MAX)
+		return EFBIG;
+	return posix_fallocate(pf->pf_fd, 0, (off_t)size); /* an errno, never -1 */
+}
+
+static void posix_writeback(void *h, uint64_t off, uint64_t len)
+{
+	posix_file *pf = h;
+	(void)sync_file_range(pf->pf_fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
 static int posix_mkdir(const char *path)
 {
 	return mkdir(path, 0755) < 0 ? errno : 0;
@@ -218,6 +232,8 @@ static const io_backend io_posix = {
 	.sync = posix_sync,
 	.size = posix_size,
 	.truncate = posix_truncate,
+	.reserve = posix_reserve,
+	.writeback = posix_writeback,
 	.mkdir = posix_mkdir,
 	.rename = posix_rename,
 	.unlink = posix_unlink,
@@ -351,6 +367,24 @@ int io_truncate(io_file *f, uint64_t size)
 
 	if ((rc = f->io_be->truncate(f->io_h, size)) != 0)
 		return io_fail_at(rc, "ftruncate", f->io_path, size, 0);
+	return 0;
+}
+
+void io_writeback(io_file *f, uint64_t off, uint64_t len)
+{
+	if (f->io_be->writeback)
+		f->io_be->writeback(f->io_h, off, len);
+}
+
+int io_reserve(io_file *f, uint64_t size)
+{
+	uint64_t cur;
+	int rc;
+	if ((rc = io_size(f, &cur)) != 0 || cur >= size)
+		return rc;
+	rc = f->io_be->reserve ? f->io_be->reserve(f->io_h, size) : f->io_be->truncate(f->io_h, size);
+	if (rc != 0)
+		return io_fail_at(rc, "fallocate", f->io_path, size, 0);
 	return 0;
 }
 

@@ -44,6 +44,14 @@ int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off);
 int io_sync(io_file *f);
 int io_size(io_file *f, uint64_t *out);
 int io_truncate(io_file *f, uint64_t size);
+/* Makes f at least size bytes long with its blocks reserved on the disk
+ * (fallocate), so that writes below size never fail for lack of space;
+ * never shrinks it.  ENOSPC when the disk cannot hold it. */
+int io_reserve(io_file *f, uint64_t size);
+/* Starts writing [off, off+len) of f to the disk without waiting (a hint,
+ * sync_file_range): a later io_sync then has less left to wait for.  It
+ * makes nothing durable. */
+void io_writeback(io_file *f, uint64_t off, uint64_t len);
 /* Extends f to at least size bytes of real, zero-filled blocks (written, not
  * sparse) so that later writes inside it never change the file's size. */
 int io_preallocate(io_file *f, uint64_t size);
@@ -70,6 +78,8 @@ typedef struct io_backend {
 	int (*sync)(void *h);
 	int (*size)(void *h, uint64_t *out);
 	int (*truncate)(void *h, uint64_t size);
+	int (*reserve)(void *h, uint64_t size); /* NULL: truncate to a larger size */
+	void (*writeback)(void *h, uint64_t off, uint64_t len); /* NULL: nothing */
 	int (*mkdir)(const char *path);
 	int (*rename)(const char *from, const char *to);
 	int (*unlink)(const char *path);

@@ -64,6 +64,10 @@
  *   L8  Ordinary records enter a segment only when a spare exists after it;
  *       so when the disk fills, an append fails cleanly (ENOSPC, nothing
  *       changed) and a spare segment is left for rollbacks (LOG_RESERVE).
+ *   L10 Before any bytes are written to a segment file, the barrier set by
+ *       log_set_barrier has returned 0, after the flusher took those bytes:
+ *       whatever was registered with it before a record was appended is
+ *       durable before that record can reach the disk.
  */
 #include "log.h"
 
@@ -121,6 +125,8 @@ struct log_mgr {
 	uint64_t start;       /* oldest LSN kept */
 	uint64_t max_seg;     /* highest segment file present */
 	int panic;            /* L7: sticky */
+	int (*barrier)(void *); /* L10; set before use, then read only */
+	void *barrier_ctx;
 	segf files[NSEGF];
 	log_stats st;
 };
@@ -545,6 +551,14 @@ static void gather_group(log_mgr *lg)
 	lg->st.gathers++;
 }
 
+void log_set_barrier(log_mgr *lg, int (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&lg->mu);
+	lg->barrier = fn;
+	lg->barrier_ctx = ctx;
+	pthread_mutex_unlock(&lg->mu);
+}
+
 void log_active(log_mgr *lg, int delta) { __atomic_add_fetch(&lg->active, delta, __ATOMIC_RELAXED); }
 
 /* Group commit (mu held on entry and exit).  gather: a commit, which may
@@ -588,7 +602,12 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		lg->flushing = 1;
 		pthread_mutex_unlock(&lg->mu);
 		uint64_t t0 = util_now_ns();
-		int rc = write_range(lg, b, a, e, sync);
+		int rc = 0;
+		if (e > a && lg->barrier && (rc = lg->barrier(lg->barrier_ctx)) != 0) /* L10 */
+			util_err(rc, "log %s: ordered data could not be made durable before the log write: %s", lg->dir,
+				 rc > 0 ? strerror(rc) : tp_strerror(rc));
+		if (!rc)
+			rc = write_range(lg, b, a, e, sync);
 		uint64_t took = util_now_ns() - t0;
 		pthread_mutex_lock(&lg->mu);
 		if (sync)

@@ -77,6 +77,12 @@ int log_flush(log_mgr *lg, uint64_t lsn);
 /* The same for a commit: a group-commit leader may first wait, at most
  * half a recent flush time, for other open transactions to join. */
 int log_commit_flush(log_mgr *lg, uint64_t lsn);
+/* Sets the write barrier: fn(ctx) is called before any log bytes are
+ * written to a file (a flush or a spill of a full buffer), without the log's
+ * mutex, by the thread that writes them; the write waits for it, and a
+ * failure panics the log (L7).  The transaction manager makes ordered data
+ * pages durable there (L10).  fn must not append or flush. */
+void log_set_barrier(log_mgr *lg, int (*fn)(void *ctx), void *ctx);
 /* Counts open transactions (+1 at begin, -1 at end) for group commit. */
 void log_active(log_mgr *lg, int delta);
 uint64_t log_end(log_mgr *lg);      /* LSN the next record gets */

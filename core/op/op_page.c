@@ -7,9 +7,13 @@
  *   8 * (page_size - BUF_HDR); the first page of each group is its bitmap,
  *   bit i <-> page (first + i).  Bit 0 (the bitmap itself) always counts as
  *   allocated.  A bitmap page never written reads as zeros: all free.
- *   Allocation is first fit from the lowest group that may have a free page
+ *   Allocation takes the lowest group that may have a free page
  *   (txn_alloc_hint), so low pages stay dense and full groups are not
- *   searched again on every allocation.
+ *   searched again on every allocation.  Within the group it is first fit,
+ *   except for ordered data: next fit from the page after the last ordered
+ *   page (txn_alloc_rover), wrapping around, so that a large file's blocks
+ *   follow each other on disk and a run of allocations does not rescan the
+ *   bits it took.
  *
  * Record payloads
  *   PAGE_SET    u16 off, u16 len, len bytes before-image, len bytes after
@@ -17,6 +21,17 @@
  *   PAGE_INIT   u16 page type
  *   PAGE_ALLOC  u32 bit     (PAGE_FREE the same)
  *   FPI         the whole page
+ *
+ * Ordered pages (op_page_alloc_ordered) break LLADD's rule that every
+ * change goes through a logged redo, on purpose and only for file data:
+ * their bytes are written in place and synced before the log moves past
+ * the records that make them reachable (T8), as ext4's data=ordered and
+ * ZFS's indirect writes do, so large writes are not written twice.  Redo
+ * never touches them: their LSN is above every record of their earlier
+ * lives, and a page freed by a commit is reused only once that commit is
+ * durable (T9), so no crash can hand it back to an owner that still needs
+ * its old bytes.  A torn ordered page whose transaction committed cannot
+ * be rebuilt: its checksum fails and the error names it.
  *
  * Undo: PAGE_SET's is a PAGE_SET of the before-image; ALLOC and FREE undo
  * each other on one bit (never a byte image: other transactions' bits in
@@ -263,17 +278,22 @@ int op_page_fill(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t
 	return rc;
 }
 
-/* First clear bit >= 1 of a bitmap body that no open transaction freed. */
-static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_t first, uint32_t *bit)
+/* First clear bit >= 1 of a bitmap body, from bit `from` on and then from
+ * the start, that no open transaction freed (T5), nor for ordered data a
+ * commit not yet durable (T9). */
+static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_t first, uint64_t from, int ordered,
+		     uint32_t *bit)
 {
-	for (uint64_t byte = 0; byte < g / 8; byte++) {
+	uint64_t nbytes = g / 8, start = from / 8;
+	for (uint64_t k = 0; k <= nbytes; k++) {
+		uint64_t byte = (start + k) % nbytes;
 		if (body[byte] == 0xff)
 			continue;
 		for (unsigned b = 0; b < 8; b++) {
 			uint64_t i = byte * 8 + b;
 			if (i == 0 || (body[byte] >> b) & 1)
 				continue;
-			if (txn_page_held(tm, first + i)) /* T5 */
+			if (txn_page_held(tm, first + i, ordered))
 				continue;
 			*bit = (uint32_t)i;
 			return 1;
@@ -288,7 +308,9 @@ static int upd(txn *t, txn_mgr *tm, buf_page *pg, uint16_t op, const void *args,
 	return t ? txn_update(t, pg, op, args, len) : txn_apply_unlogged(tm, pg, op, args, len);
 }
 
-static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
+/* Takes a free page in its bitmap (logged in t, or unlogged): first fit,
+ * or next fit for ordered data. */
+static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 {
 	buf_pool *bp = txn_mgr_pool(tm);
 	uint32_t ps = buf_page_size(bp);
@@ -302,7 +324,9 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 		uint64_t bm = 1 + grp * g;
 		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
 			return rc;
-		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, &bit)) {
+		uint64_t rover = ordered ? txn_alloc_rover(tm) : 0; /* sequential data stays O(1) */
+		uint64_t from = rover > bm && rover - bm < g ? rover - bm : 0;
+		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, from, ordered, &bit)) {
 			buf_put(bp, pg);
 			txn_alloc_full(tm, grp);
 			continue;
@@ -313,8 +337,20 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 		if (rc)
 			return rc;
 		*pgno = bm + bit;
-		break;
+		if (ordered)
+			txn_alloc_set_rover(tm, *pgno + 1);
+		return 0;
 	}
+}
+
+static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
+{
+	buf_pool *bp = txn_mgr_pool(tm);
+	unsigned char arg[2];
+	buf_page *pg;
+	int rc;
+	if ((rc = alloc_bit(t, tm, 0, pgno)) != 0)
+		return rc;
 	/* the new page's old contents do not matter: it is rebuilt whole */
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
 		return rc;
@@ -322,6 +358,33 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 	rc = upd(t, tm, pg, OP_PAGE_INIT, arg, 2);
 	buf_put(bp, pg);
 	return rc;
+}
+
+int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
+{
+	txn_mgr *tm = txn_mgr_of(t);
+	buf_pool *bp = txn_mgr_pool(tm);
+	buf_page *pg;
+	int rc;
+	if ((rc = alloc_bit(t, tm, 1, pgno)) != 0 || (rc = buf_reserve(bp, *pgno + 1)) != 0)
+		return rc;
+	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
+		return rc;
+	uint64_t lsn = log_end(txn_mgr_log(tm)) - 1; /* above every earlier record of the page */
+	memset(buf_data(pg), 0, buf_page_size(bp));
+	util_put16(buf_data(pg) + 4, type);
+	buf_dirty(bp, pg, lsn);
+	buf_set_lsn(pg, lsn);
+	*out = pg;
+	return 0;
+}
+
+int op_page_ordered_done(txn *t, buf_page *pg)
+{
+	txn_mgr *tm = txn_mgr_of(t);
+	uint64_t pgno = buf_pgno(pg), lsn = buf_page_lsn(pg);
+	buf_put(txn_mgr_pool(tm), pg);
+	return txn_note_ordered(tm, pgno, lsn);
 }
 
 static int page_free(txn *t, txn_mgr *tm, uint64_t pgno)

@@ -31,6 +31,15 @@
  *       still acknowledged in log order: a flush covering a commit covers
  *       every commit logged before it, and a read-only transaction waits
  *       until the log is durable up to where it was when it committed.
+ *   T8  Ordered data (op.h): a page registered with txn_note_ordered is
+ *       written and the page file synced by the log's barrier, before any
+ *       log bytes appended after the registration reach a file (L10).  So
+ *       a commit that survives a crash finds its ordered pages on disk.
+ *   T9  A page freed by a committed transaction is not reallocated as an
+ *       ordered page until that commit is durable (the limbo): an ordered
+ *       page is rewritten unlogged (T8), and a crash that lost the commit
+ *       would give the page back to its old owner with someone else's
+ *       bytes.  (A logged reuse is safe: its records follow the free's.)
  *   T6  A record of t is appended and t's LSN fields and state updated in
  *       one critical section of t->mu, which a checkpoint's snapshot of the
  *       table also takes: a record appended before the snapshot's start LSN
@@ -81,7 +90,90 @@ struct txn_mgr {
 	uint64_t commits, aborts;
 	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
 	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
+	uint64_t alloc_rover;  /* atomic: see txn_alloc_rover */
+	/* T9, under mu: two generations of pages freed by commits, each a set
+	 * of pgno + 1 with the LSN of its last commit; old is dropped once the
+	 * log is durable past its LSN, then the young one ages */
+	struct limbo {
+		uint64_t *set;
+		size_t n, cap;
+		uint64_t lsn;
+	} limbo[2];
+	pthread_mutex_t ord_mu; /* T8: the ordered pages not yet written */
+	pthread_cond_t ord_cv;  /* an early writer finished */
+	int ord_busy;           /* early writers at work */
+	int ord_written;        /* pages written early since the last sync */
+	buf_unlogged *ord;
+	size_t nord, cord;
 };
+
+static int limbo_add(txn *t, uint64_t lsn);
+
+/* Registered ordered pages written early, before a barrier asks (4 MiB of
+ * 4 KiB pages). */
+#define ORD_EARLY 1024
+
+/* The log's barrier (T8, L10): writes the ordered pages registered so far,
+ * waits for early writers, and syncs the page file. */
+static int ordered_barrier(void *ctx)
+{
+	txn_mgr *tm = ctx;
+	pthread_mutex_lock(&tm->ord_mu);
+	buf_unlogged *list = tm->ord;
+	size_t n = tm->nord;
+	tm->ord = NULL;
+	tm->nord = tm->cord = 0;
+	while (tm->ord_busy)
+		pthread_cond_wait(&tm->ord_cv, &tm->ord_mu);
+	int need_sync = n || tm->ord_written;
+	tm->ord_written = 0;
+	pthread_mutex_unlock(&tm->ord_mu);
+	int rc = n ? buf_write_unlogged(tm->bp, list, n) : 0;
+	if (need_sync && !rc)
+		rc = buf_sync(tm->bp);
+	free(list);
+	return rc;
+}
+
+/* Writes the ordered pages registered so far without syncing (ord_mu held,
+ * released and taken again): the disk works on them while requests go on,
+ * and the barrier's sync has less to wait for. */
+static void ordered_write_early(txn_mgr *tm)
+{
+	buf_unlogged *list = tm->ord;
+	size_t n = tm->nord;
+	tm->ord = NULL;
+	tm->nord = tm->cord = 0;
+	tm->ord_busy++;
+	pthread_mutex_unlock(&tm->ord_mu);
+	int rc = buf_write_unlogged(tm->bp, list, n); /* a failure panics the log (B5) */
+	(void)rc;
+	free(list);
+	pthread_mutex_lock(&tm->ord_mu);
+	tm->ord_busy--;
+	tm->ord_written = 1;
+	pthread_cond_broadcast(&tm->ord_cv);
+}
+
+int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn)
+{
+	pthread_mutex_lock(&tm->ord_mu);
+	if (tm->nord == tm->cord) {
+		size_t nc = tm->cord ? 2 * tm->cord : 256;
+		buf_unlogged *n = realloc(tm->ord, nc * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&tm->ord_mu);
+			return ENOMEM;
+		}
+		tm->ord = n;
+		tm->cord = nc;
+	}
+	tm->ord[tm->nord++] = (buf_unlogged){.pgno = pgno, .lsn = lsn};
+	if (tm->nord >= ORD_EARLY)
+		ordered_write_early(tm);
+	pthread_mutex_unlock(&tm->ord_mu);
+	return 0;
+}
 
 int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 {
@@ -97,6 +189,9 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 		return rc;
 	}
 	pthread_mutex_init(&tm->mu, NULL);
+	pthread_mutex_init(&tm->ord_mu, NULL);
+	pthread_cond_init(&tm->ord_cv, NULL);
+	log_set_barrier(lg, ordered_barrier, tm);
 	*out = tm;
 	return 0;
 }
@@ -125,8 +220,16 @@ void txn_mgr_close(txn_mgr *tm)
 		return;
 	while (tm->head)
 		txn_free(tm->head);
+	if (!log_panicked(tm->lg))
+		(void)ordered_barrier(tm); /* for the log's last flush */
+	log_set_barrier(tm->lg, NULL, NULL);
 	lock_mgr_close(tm->lm);
 	pthread_mutex_destroy(&tm->mu);
+	pthread_mutex_destroy(&tm->ord_mu);
+	pthread_cond_destroy(&tm->ord_cv);
+	free(tm->ord);
+	free(tm->limbo[0].set);
+	free(tm->limbo[1].set);
 	free(tm);
 }
 
@@ -187,6 +290,7 @@ uint64_t txn_id(const txn *t) { return t->id; }
 txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
 buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
 buf_pool *txn_mgr_pool(const txn_mgr *tm) { return tm->bp; }
+log_mgr *txn_mgr_log(const txn_mgr *tm) { return tm->lg; }
 
 /* Records that r (just appended) belongs to t (t->mu held; T4, T6). */
 static void note(txn *t, const log_rec *r)
@@ -413,6 +517,8 @@ int txn_commit(txn *t, int nosync)
 		(void)rc2;
 		return rc;
 	}
+	if (t->nfreed && (rc = limbo_add(t, r.lsn)) != 0) /* T9 */
+		util_err(rc, "commit of transaction %" PRIu64 ": out of memory", t->id);
 	io_point("txn.commit.logged");
 	/* T7: early lock release -- the commit record is in the log buffer, so
 	 * any transaction that now reads our changes logs its own commit after
@@ -437,6 +543,70 @@ static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
 	while (set[i] && set[i] != key)
 		i = (i + 1) & (cap - 1);
 	return i;
+}
+
+/* Puts the pages committed t freed into the young limbo (T9). */
+static int limbo_add(txn *t, uint64_t lsn)
+{
+	txn_mgr *tm = t->tm;
+	struct limbo *l = &tm->limbo[1];
+	pthread_mutex_lock(&tm->mu);
+	if (2 * (l->n + t->nfreed) > l->cap) {
+		size_t nc = l->cap ? l->cap : 64;
+		while (2 * (l->n + t->nfreed) > nc)
+			nc *= 2;
+		uint64_t *n = calloc(nc, sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&tm->mu);
+			return ENOMEM;
+		}
+		for (size_t i = 0; i < l->cap; i++)
+			if (l->set[i])
+				n[freed_slot(n, nc, l->set[i])] = l->set[i];
+		free(l->set);
+		l->set = n;
+		l->cap = nc;
+	}
+	for (size_t i = 0; i < t->cfreed; i++) {
+		if (!t->freed[i])
+			continue;
+		size_t j = freed_slot(l->set, l->cap, t->freed[i]);
+		if (!l->set[j]) {
+			l->set[j] = t->freed[i];
+			l->n++;
+		}
+	}
+	if (lsn > l->lsn)
+		l->lsn = lsn;
+	pthread_mutex_unlock(&tm->mu);
+	return 0;
+}
+
+/* Drops the old limbo once the log is durable past it, and ages the young
+ * one (tm->mu held).  1 if a limbo still holds pages. */
+static int limbo_age(txn_mgr *tm)
+{
+	struct limbo *old = &tm->limbo[0], *young = &tm->limbo[1];
+	if (!old->n && !young->n)
+		return 0;
+	uint64_t durable = log_durable(tm->lg);
+	if (old->n && durable > old->lsn) {
+		memset(old->set, 0, old->cap * sizeof *old->set);
+		old->n = 0;
+		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED); /* its pages are free now */
+	}
+	if (!old->n && young->n) {
+		struct limbo tmp = *old;
+		*old = *young;
+		*young = tmp;
+		young->lsn = 0;
+		if (durable > old->lsn) {
+			memset(old->set, 0, old->cap * sizeof *old->set);
+			old->n = 0;
+			__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
+		}
+	}
+	return old->n || young->n;
 }
 
 int txn_note_free(txn *t, uint64_t pgno)
@@ -482,12 +652,19 @@ void txn_alloc_full(txn_mgr *tm, uint64_t group)
 	__atomic_compare_exchange_n(&tm->alloc_hint, &want, group + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
-int txn_page_held(txn_mgr *tm, uint64_t pgno)
+uint64_t txn_alloc_rover(txn_mgr *tm) { return __atomic_load_n(&tm->alloc_rover, __ATOMIC_RELAXED); }
+void txn_alloc_set_rover(txn_mgr *tm, uint64_t pgno) { __atomic_store_n(&tm->alloc_rover, pgno, __ATOMIC_RELAXED); }
+
+int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered)
 {
 	int held = 0;
 	pthread_mutex_lock(&tm->mu);
 	if (pgno < tm->alloc_floor)
 		held = 1;
+	if (!held && ordered && limbo_age(tm))
+		for (int g = 0; g < 2 && !held; g++)
+			if (tm->limbo[g].n && tm->limbo[g].set[freed_slot(tm->limbo[g].set, tm->limbo[g].cap, pgno + 1)])
+				held = 1;
 	for (txn *t = tm->head; t && !held; t = t->next)
 		if (t->nfreed && t->freed[freed_slot(t->freed, t->cfreed, pgno + 1)])
 			held = 1;

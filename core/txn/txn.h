@@ -34,6 +34,7 @@ uint64_t txn_id(const txn *t);
 txn_mgr *txn_mgr_of(const txn *t);
 buf_pool *txn_pool(const txn *t);
 buf_pool *txn_mgr_pool(const txn_mgr *tm);
+log_mgr *txn_mgr_log(const txn_mgr *tm);
 
 /* Locks (strict 2PL: held until commit or abort).  mode is a lock_mode.
  * A deadlock victim (TP_EDEADLOCK) or timed-out waiter (TP_ETIMEOUT) is
@@ -66,9 +67,14 @@ int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args,
 uint64_t txn_nta_begin(txn *t);
 int txn_nta_end(txn *t, uint64_t saved);
 
-/* Pages freed by transactions still open are not reallocated. */
+/* Ordered data (op.h): registers page pgno, just written without logging
+ * its bytes (its LSN lsn), to be written and synced before the log is next
+ * written (T8) -- unless it was logged since (freed and reused). */
+int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn);
+/* Pages freed by transactions still open are not reallocated (T5), nor as
+ * ordered data those freed by commits not yet durable (T9). */
 int txn_note_free(txn *t, uint64_t pgno);
-int txn_page_held(txn_mgr *tm, uint64_t pgno);
+int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered);
 /* While set, no page below floor is reallocated (recovery's undo). */
 void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
 /* The allocation hint: groups of pages below it had no free page when last
@@ -77,6 +83,10 @@ void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
  * or rolled back ended, recovery finished). */
 uint64_t txn_alloc_hint(txn_mgr *tm);
 void txn_alloc_full(txn_mgr *tm, uint64_t group);
+/* Where the next search within a group starts: the page after the last
+ * one allocated. */
+uint64_t txn_alloc_rover(txn_mgr *tm);
+void txn_alloc_set_rover(txn_mgr *tm, uint64_t pgno);
 
 /* Recovery and checkpoints */
 /* Re-creates a loser found by analysis, ready for txn_abort. */

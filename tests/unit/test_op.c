@@ -331,7 +331,7 @@ Test(pages, freed_page_is_held_until_the_freeing_transaction_ends)
 	txn *t1 = begin();
 	cr_assert_eq(op_page_free(t1, p[1]), 0);
 	cr_assert_not(allocated(p[1]), "free clears the bit at once");
-	cr_assert(txn_page_held(E.tm, p[1]));
+	cr_assert(txn_page_held(E.tm, p[1], 0));
 	txn *t2 = begin();
 	cr_assert_eq(op_page_alloc(t2, 1, &q), 0);
 	cr_assert_neq(q, p[1], "T5: not reallocated while the freeing transaction may still roll back");
@@ -339,7 +339,7 @@ Test(pages, freed_page_is_held_until_the_freeing_transaction_ends)
 	cr_assert_neq(q, p[1], "not even by the freeing transaction itself");
 	cr_assert_eq(txn_commit(t2, 0), 0);
 	cr_assert_eq(txn_commit(t1, 0), 0);
-	cr_assert_not(txn_page_held(E.tm, p[1]));
+	cr_assert_not(txn_page_held(E.tm, p[1], 0));
 	t = begin();
 	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
 	cr_assert_eq(q, p[1], "after the commit the page is free for anyone");
@@ -375,8 +375,98 @@ Test(pages, abort_of_alloc_frees_and_of_free_reallocates)
 	cr_assert(allocated(p), "the undo of a free allocates the page again");
 	page_image(p, after);
 	cr_assert_arr_eq(after + BUF_HDR, before + BUF_HDR, BODY, "its contents are intact");
-	cr_assert_not(txn_page_held(E.tm, p));
+	cr_assert_not(txn_page_held(E.tm, p, 0));
 	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+/* An ordered page: allocated with a logged bitmap change, its bytes never
+ * logged, written to the page file by the log's barrier (T8). */
+static uint64_t ordered_page(txn *t, unsigned char fill)
+{
+	uint64_t p;
+	buf_page *pg;
+	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	memset(buf_data(pg) + BUF_HDR, fill, BODY);
+	cr_assert_eq(op_page_ordered_done(t, pg), 0);
+	return p;
+}
+
+/* The page as the page file holds it now (what a crash would leave). */
+static void disk_image(uint64_t pgno, unsigned char *out)
+{
+	char path[200];
+	size_t got;
+	cr_assert_eq(su_raw_read(su_path(path, sizeof path, sdir, "data"), pgno * PS, out, PS, &got), 0);
+	if (got < PS)
+		memset(out + got, 0, PS - got);
+}
+
+Test(pages, ordered_page_bytes_are_not_logged_and_reach_the_disk_before_the_log)
+{
+	static unsigned char img[PS];
+	open_engine(64);
+	log_stats l0, l1;
+	txn *t = begin();
+	(void)ordered_page(t, 0x11); /* the bitmap's first change after a checkpoint logs its image */
+	log_stats_get(E.lg, &l0);
+	uint64_t p = ordered_page(t, 0x5a);
+	log_stats_get(E.lg, &l1);
+	cr_assert_lt(l1.bytes - l0.bytes, 512, "an ordered page logs its allocation only, not its %u bytes", BODY);
+	disk_image(p, img);
+	cr_assert_neq(img[BUF_HDR], 0x5a, "not written before the log is");
+	cr_assert_eq(txn_commit(t, 0), 0); /* the commit's flush runs the barrier first */
+	disk_image(p, img);
+	for (unsigned i = BUF_HDR; i < PS; i++)
+		cr_assert_eq(img[i], 0x5a, "byte %u of the ordered page is not on disk after a durable commit", i);
+	cr_assert_eq(util_get32(img), util_crc32c(0, img + 4, PS - 4), "written with its checksum");
+	cr_assert_lt(util_get64(img + 8), log_durable(E.lg), "its LSN is below the durable log");
+}
+
+Test(pages, ordered_page_freed_and_reused_by_a_logged_one_is_not_written_unlogged)
+{
+	static unsigned char before[PS], img[PS];
+	open_engine(64);
+	txn *t = begin();
+	uint64_t p = ordered_page(t, 0x33);
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, p, BUF_S, &pg), 0);
+	uint64_t lsn = buf_page_lsn(pg); /* what the barrier has registered */
+	buf_put(E.bp, pg);
+	cr_assert_eq(txn_abort(t), 0); /* frees p at once: a rollback is not a commit */
+	t = begin();
+	uint64_t q;
+	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
+	cr_assert_eq(q, p, "first fit takes the page the rollback freed");
+	cr_assert_eq(op_page_set(t, q, BUF_HDR, "logged", 6), 0);
+	/* the barrier, running in a flush that took the log buffer before
+	 * these records, still has p registered: the page is a logged one now,
+	 * and writing it without the WAL rule would put on disk an LSN the log
+	 * may never get (a kill -9 found this) */
+	disk_image(p, before);
+	buf_unlogged u = {.pgno = p, .lsn = lsn};
+	cr_assert_eq(buf_write_unlogged(E.bp, &u, 1), 0);
+	disk_image(p, img);
+	cr_assert_arr_eq(img, before, PS, "a page logged since its registration was written without the WAL rule");
+	cr_assert_eq(txn_commit(t, 0), 0);
+}
+
+Test(pages, ordered_reuse_waits_for_the_freeing_commit_to_be_durable)
+{
+	open_engine(64);
+	txn *t = begin();
+	uint64_t p = ordered_page(t, 1);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	t = begin();
+	cr_assert_eq(op_page_free(t, p), 0);
+	cr_assert_eq(txn_commit(t, 1 /* lazily */), 0);
+	cr_assert(txn_page_held(E.tm, p, 1), "T9: not an ordered page again before the free is durable");
+	cr_assert_not(txn_page_held(E.tm, p, 0), "a logged reuse is fine");
+	t = begin();
+	for (int i = 0; i < 4; i++)
+		cr_assert_neq(ordered_page(t, 2), p, "T9: reused before the freeing commit was durable");
+	cr_assert_eq(txn_abort(t), 0);
+	cr_assert_eq(log_flush(E.lg, log_end(E.lg) - 1), 0);
+	cr_assert_not(txn_page_held(E.tm, p, 1), "once durable, the page is free for ordered data too");
 }
 
 /* Every bad argument: TP_EINVAL, nothing logged, nothing changed. */
