@@ -5,9 +5,11 @@
  * A file is a sequence of blocks of f->bsize bytes (one engine page less its
  * overflow header: 4068 bytes with 4 KiB pages), each a record of the data
  * tree keyed (ino, block).  Whole blocks rather than inline data, because a
- * block is then exactly one page on disk and one PAGE_FILL in the log, so a
- * sequential write costs one small B-tree insert per 4 KiB and nothing more,
- * and inode records stay small and dense for stat and readdir.  A block's
+ * block is then exactly one page on disk, so a sequential write costs one
+ * small B-tree insert per 4 KiB and nothing more, and inode records stay
+ * small and dense for stat and readdir.  A write of FS_ORDERED_MIN bytes or
+ * more stores its blocks as ordered data (not logged, written once); a
+ * smaller one logs them (one PAGE_FILL each).  A block's
  * record may be shorter than bsize (the bytes after it read as zeros), and
  * a missing block is a hole, so sparse files cost nothing and st_blocks
  * counts the blocks that exist.
@@ -113,7 +115,9 @@ int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *src, size_t s
 {
 	size_t bs = op->f->bsize, done = 0;
 	unsigned char *buf = NULL;
-	int rc = 0;
+	int rc = 0, ordered = op->ordered;
+	if (size >= FS_ORDERED_MIN)
+		op->ordered = 1;
 	while (done < size) {
 		uint64_t pos = off + done, b = pos / bs;
 		size_t o = (size_t)(pos % bs), n = bs - o < size - done ? bs - o : size - done;
@@ -136,6 +140,7 @@ int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *src, size_t s
 		done += n;
 	}
 	free(buf);
+	op->ordered = ordered;
 	if (!rc && off + size > in->size)
 		in->size = off + size;
 	return rc;

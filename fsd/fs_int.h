@@ -110,7 +110,16 @@ typedef struct fs_op {
 	fs_tx *tx;   /* a member's call, else NULL */
 	fs_ws *ws;   /* tx's write set, else NULL */
 	int wr;      /* a plain call that changes something (takes transaction-level locks) */
+	int ordered; /* file blocks go to the store as ordered data (FS_ORDERED_MIN) */
 } fs_op;
+
+/* A write request, or a user transaction's write set, of at least this
+ * many bytes stores its file blocks as ordered data (tp.h, TP_ORDERED):
+ * written once in place and synced before the log moves on, instead of
+ * logged and written again.  Smaller ones are logged: their commit then
+ * costs one log sync, not a page-file sync before it (ZFS draws the same
+ * line, zfs_immediate_write_sz, at 32 KiB). */
+#define FS_ORDERED_MIN 32768
 
 /* FS_ATTR: getattr, a read that a doomed transaction's members still get
  * (as the committed state, which is all their view holds now): path walks

@@ -49,11 +49,13 @@ int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t
 	return tp_get(op->t, fs_tree(op->f, tree), key, klen, val, cap, vlen);
 }
 
+static int put_flags(const fs_op *op, int tree) { return tree == WS_DATA && op->ordered ? TP_ORDERED : 0; }
+
 int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (op->ws)
 		return ws_put(op->ws, tree, key, klen, val, vlen);
-	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, 0);
+	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, put_flags(op, tree));
 }
 
 int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
@@ -66,7 +68,7 @@ int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, 
 			return rc;
 		return ws_put(op->ws, tree, key, klen, val, vlen);
 	}
-	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, TP_NOOVERWRITE);
+	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, TP_NOOVERWRITE | put_flags(op, tree));
 }
 
 int fs_rdel(fs_op *op, int tree, const void *key, size_t klen)
