@@ -1641,6 +1641,72 @@ Test(integrity, enospc, .fini = enospc_fini, .timeout = 300)
 	free(b);
 }
 
+/* Log bytes so far, from the daemon's statistics (tpfs.stats). */
+static uint64_t log_bytes(void)
+{
+	char buf[65536];
+	ssize_t n = getxattr(fsu_m.mnt, "tpfs.stats", buf, sizeof buf - 1);
+	cr_assert_gt(n, 0, "getxattr tpfs.stats: %s", strerror(errno));
+	buf[n] = 0;
+	const char *l = strstr(buf, "\nlog: ");
+	unsigned long long recs, bytes;
+	cr_assert(l && sscanf(l, "\nlog: %llu records, %llu bytes", &recs, &bytes) == 2, "no log line in tpfs.stats");
+	return bytes;
+}
+
+/* Writes id's pattern to path in pieces of `piece` bytes, then fsync. */
+static void write_pieces(const char *path, uint64_t id, size_t size, size_t piece)
+{
+	unsigned char *b = malloc(size);
+	pat(id, 0, b, size);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	for (size_t off = 0; off < size; off += piece)
+		cr_assert_eq(pwrite(fd, b + off, piece, (off_t)off), (ssize_t)piece, "pwrite: %s", strerror(errno));
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(close(fd), 0);
+	free(b);
+}
+
+/* Writes of 32 KiB or more store their blocks as ordered data: written
+ * once, in place, not in the log as well (fsd/DESIGN.md); smaller writes
+ * log them.  Both read back the same, across a remount and after the
+ * blocks are overwritten (a block is never changed in place). */
+Test(integrity, large_writes_are_not_logged, .init = setup, .fini = fsu_teardown, .timeout = 300)
+{
+	const size_t size = 8u << 20;
+	uint64_t b0 = log_bytes();
+	write_pieces(mp("big"), 1, size, 1u << 20);
+	uint64_t b1 = log_bytes();
+	cr_assert_lt(b1 - b0, size / 8, "1 MiB writes of an 8 MiB file logged %" PRIu64 " bytes: the data went to the log",
+		     b1 - b0);
+	write_pieces(mp("small"), 2, size, 4096);
+	uint64_t b2 = log_bytes();
+	cr_assert_gt(b2 - b1, size, "4 KiB writes are logged whole (%" PRIu64 " log bytes for 8 MiB)", b2 - b1);
+	/* overwrite the middle of the big file with large writes, and a few
+	 * bytes of it with a small one */
+	unsigned char *b = malloc(size);
+	pat(3, 0, b, size);
+	int fd = open(mp("big"), O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, b + 1000000, 3000000, 1000000), 3000000);
+	cr_assert_eq(pwrite(fd, b + 5000001, 100, 5000001), 100);
+	cr_assert_eq(fsync(fd), 0);
+	cr_assert_eq(close(fd), 0);
+	fsu_cycle();
+	unsigned char *r = malloc(size + 1), *w = malloc(size);
+	pat(1, 0, w, size);
+	memcpy(w + 1000000, b + 1000000, 3000000);
+	memcpy(w + 5000001, b + 5000001, 100);
+	cr_assert_eq(fsu_read_file(mp("big"), r, size + 1), (ssize_t)size);
+	cr_assert(memcmp(r, w, size) == 0, "the big file after its overwrites and a remount is wrong");
+	check_pat(mp("small"), 2, size);
+	free(b);
+	free(r);
+	free(w);
+	fsu_stop_check();
+}
+
 Test(integrity, readonly_mount, .init = setup, .fini = fsu_teardown, .timeout = 300)
 {
 	write_pat(mp("f"), 1, 100000);
