@@ -90,7 +90,8 @@ static int lock_key(bt_tree *bt, txn *t, const void *key, size_t klen, int mode)
 	name[0] = 'K';
 	util_put64(name + 1, bt->root);
 	memcpy(name + 9, key, klen);
-	return txn_lock(t, name, 9 + klen, mode);
+	/* the tree ('K' and its root, 9 bytes) is the parent of its keys */
+	return txn_lock_child(t, name, 9, name, 9 + klen, mode);
 }
 
 int bt_check_page(bt_tree *bt, buf_page *pg)

@@ -40,6 +40,12 @@
  *       page is rewritten unlogged (T8), and a crash that lost the commit
  *       would give the page back to its old owner with someone else's
  *       bytes.  (A logged reuse is safe: its records follow the free's.)
+ *   T10 Hierarchical locks (txn_lock_child): a child lock is taken only
+ *       under an intention lock (IS, IX) on its parent; after ESC_AFTER
+ *       child locks under one parent the transaction tries, without
+ *       waiting, to lock the parent itself (S, or X once it wrote), and
+ *       then takes no more child locks the parent's lock covers (Gray's
+ *       lock escalation: a bulk load holds one lock, not a million).
  *   T6  A record of t is appended and t's LSN fields and state updated in
  *       one critical section of t->mu, which a checkpoint's snapshot of the
  *       table also takes: a record appended before the snapshot's start LSN
@@ -62,6 +68,10 @@
 #include "tp.h"
 #include "util.h"
 
+#define ESC_SLOTS 4     /* parents remembered per transaction (T10) */
+#define ESC_NAME 16     /* longest parent name remembered */
+#define ESC_AFTER 1024  /* child locks under one parent before escalation is tried */
+
 struct txn {
 	txn_mgr *tm;
 	uint64_t id;
@@ -74,6 +84,15 @@ struct txn {
 	int doomed;          /* a deadlock victim or timed out: may only abort */
 	int rolling_back;    /* in rollback: compensations go on even if doomed */
 	lock_owner *locks;   /* its locks, released at commit or abort */
+	struct esc {         /* T10: parents it locked children under */
+		unsigned char name[ESC_NAME];
+		uint8_t len;     /* 0: slot free */
+		uint8_t intent;  /* IS or IX held on the parent */
+		uint8_t held;    /* S or X held on the parent after escalation, else 0 */
+		uint8_t wrote;   /* an X child lock was taken */
+		uint32_t n, next_try; /* child locks taken; escalation is tried at next_try */
+	} esc[ESC_SLOTS];
+	unsigned esc_next;   /* the slot reused next */
 	uint64_t *freed;     /* T5: under tm->mu; a set of pgno + 1 (0: empty slot) */
 	size_t nfreed, cfreed; /* cfreed: a power of two, at least twice nfreed */
 	txn *next, **pprev;  /* table links, under tm->mu */
@@ -483,6 +502,45 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
 		t->doomed = 1;
 	return rc;
+}
+
+int txn_lock_child(txn *t, const void *parent, size_t plen, const void *name, size_t len, int mode)
+{
+	struct esc *e = NULL;
+	int rc;
+	if (plen > ESC_NAME || (mode != LOCK_S && mode != LOCK_X))
+		return util_err(TP_EINVAL, "lock: bad child lock request (parent of %zu bytes, mode %d)", plen, mode);
+	for (unsigned i = 0; i < ESC_SLOTS && !e; i++)
+		if (t->esc[i].len == plen && !memcmp(t->esc[i].name, parent, plen))
+			e = &t->esc[i];
+	if (!e) { /* a parent forgotten is locked again: the manager finds it held */
+		e = &t->esc[t->esc_next++ % ESC_SLOTS];
+		memset(e, 0, sizeof *e);
+		memcpy(e->name, parent, plen);
+		e->len = (uint8_t)plen;
+		e->next_try = ESC_AFTER;
+	}
+	if (t->doomed)
+		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	if (e->held == LOCK_X || (e->held == LOCK_S && mode == LOCK_S))
+		return 0; /* the parent's lock covers every child */
+	int intent = mode == LOCK_S ? LOCK_IS : LOCK_IX;
+	if (e->intent < intent) {
+		if ((rc = txn_lock(t, parent, plen, intent)) != 0)
+			return rc;
+		e->intent = (uint8_t)intent;
+	}
+	if ((rc = txn_lock(t, name, len, mode)) != 0)
+		return rc;
+	e->wrote |= mode == LOCK_X;
+	if (++e->n >= e->next_try) {
+		int want = e->wrote ? LOCK_X : LOCK_S;
+		if (lock_get(t->locks, parent, plen, (enum lock_mode)want, LOCK_NOWAIT) == 0)
+			e->held = (uint8_t)want;
+		else /* others work under it now: try again after as many more */
+			e->next_try = 2 * e->n;
+	}
+	return 0;
 }
 
 int txn_unlock(txn *t, const void *key, size_t len) { return lock_release(t->locks, key, len); }

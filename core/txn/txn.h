@@ -40,6 +40,10 @@ log_mgr *txn_mgr_log(const txn_mgr *tm);
  * A deadlock victim (TP_EDEADLOCK) or timed-out waiter (TP_ETIMEOUT) is
  * doomed: its later updates and commit fail with TP_EROLLBACK. */
 int txn_lock(txn *t, const void *key, size_t len, int mode);
+/* Locks name (S or X) as a child of parent (a name of at most 16 bytes,
+ * for example a tree): under an IS or IX lock on parent, and escalated to
+ * a lock on parent itself once the transaction holds many children (T10). */
+int txn_lock_child(txn *t, const void *parent, size_t plen, const void *name, size_t len, int mode);
 /* Early release, where a protocol allows it. */
 int txn_unlock(txn *t, const void *key, size_t len);
 void txn_lock_timeout(txn *t, uint32_t ms);

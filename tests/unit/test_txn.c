@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "lock.h"
 #include "log.h"
 #include "op.h"
 #include "store_util.h"
@@ -413,4 +414,71 @@ Test(txn, long_rollback_through_eviction)
 		cr_assert_arr_eq(x, before[i], BODY, "page %" PRIu64, p[i]);
 	}
 	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+/* ---- hierarchical locks and escalation (T10) ---- */
+
+static void child_name(unsigned char *name, uint32_t i)
+{
+	memcpy(name, "Pparent", 7);
+	util_put32(name + 7, i);
+}
+
+/* Locks children 0..n-1 of "Pparent" in mode. */
+static void lock_children(txn *t, uint32_t from, uint32_t n, int mode)
+{
+	unsigned char name[11];
+	for (uint32_t i = from; i < from + n; i++) {
+		child_name(name, i);
+		cr_assert_eq(txn_lock_child(t, "Pparent", 7, name, 11, mode), 0, "child %u: %s", i, tp_errmsg());
+	}
+}
+
+Test(txn, many_child_locks_escalate_to_the_parent)
+{
+	txn *a = begin();
+	lock_children(a, 0, 5000, LOCK_X);
+	enum lock_mode m = lock_held_mode(txn_locker(a), "Pparent", 7);
+	cr_assert(m == LOCK_X, "after 5000 X children the parent is held %s, want X", lock_mode_name(m));
+	size_t n = lock_count(txn_locker(a));
+	cr_assert_lt(n, 1100, "%zu locks held: the children after escalation were locked one by one", n);
+	/* another transaction cannot take a child under it now */
+	txn *b = begin();
+	txn_lock_timeout(b, 50);
+	unsigned char name[11];
+	child_name(name, 99999);
+	cr_assert_eq(txn_lock_child(b, "Pparent", 7, name, 11, LOCK_S), TP_ETIMEOUT,
+		     "a child lock under a parent another transaction escalated to X was granted");
+	cr_assert_eq(txn_abort(b), 0);
+	cr_assert_eq(txn_commit(a, 1), 0);
+}
+
+Test(txn, escalation_never_waits_for_others_under_the_parent)
+{
+	txn *b = begin();
+	lock_children(b, 100000, 1, LOCK_S); /* IS on the parent */
+	txn *a = begin();
+	lock_children(a, 0, 3000, LOCK_X); /* escalation would need X: not now */
+	cr_assert_eq(lock_held_mode(txn_locker(a), "Pparent", 7), LOCK_IX, "escalated over another's IS");
+	cr_assert_geq(lock_count(txn_locker(a)), 3001, "children are still locked one by one");
+	lock_children(b, 100001, 1, LOCK_S); /* b is not blocked */
+	cr_assert_eq(txn_commit(b, 1), 0);
+	lock_children(a, 3000, 3000, LOCK_X); /* tried again later, alone now */
+	cr_assert_eq(lock_held_mode(txn_locker(a), "Pparent", 7), LOCK_X);
+	cr_assert_eq(txn_commit(a, 1), 0);
+}
+
+Test(txn, readers_escalate_to_shared_and_do_not_block_readers)
+{
+	txn *a = begin();
+	lock_children(a, 0, 2000, LOCK_S);
+	cr_assert_eq(lock_held_mode(txn_locker(a), "Pparent", 7), LOCK_S);
+	txn *b = begin();
+	lock_children(b, 0, 10, LOCK_S); /* IS is compatible with S */
+	txn_lock_timeout(b, 50);
+	unsigned char name[11];
+	child_name(name, 5);
+	cr_assert_eq(txn_lock_child(b, "Pparent", 7, name, 11, LOCK_X), TP_ETIMEOUT, "a writer under a shared parent");
+	cr_assert_eq(txn_abort(b), 0);
+	cr_assert_eq(txn_commit(a, 1), 0);
 }
