@@ -220,6 +220,36 @@ static int descend(bt_tree *bt, const void *key, size_t klen, unsigned target, i
 	return bt_descend(bt, key, klen, target, x, NULL, out);
 }
 
+/* The leaf that covers key, latched (X if x): the leaf the last search of
+ * this tree ended in, when it still covers key -- checked as a page reached
+ * through a stale pointer is (P2: its type, tree, level and both fences;
+ * a merge marks the page it frees as no tree's, P6) -- else a descent from
+ * the root, whose leaf becomes the hint.  In-order loads and sequential
+ * reads then skip almost every descent.  Nothing else is latched on entry,
+ * so latching the hint first cannot deadlock. */
+static int leaf_for(bt_tree *bt, const void *key, size_t klen, int x, buf_page **out)
+{
+	uint64_t h = __atomic_load_n(&bt->hint, __ATOMIC_RELAXED);
+	buf_page *pg;
+	int rc;
+	if (h && buf_get(bt->bp, h, x ? BUF_X : BUF_S, &pg) == 0) {
+		const unsigned char *p = buf_data(pg);
+		if (util_get16(p + 4) == BT_PT_LEAF && bt_tree_of(p) == bt->root && bt_level(p) == 0 &&
+		    bt_in_fences(p, bt->cmp, key, klen, 0) &&
+		    (bt_hk_inf(p) ||
+		     bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN)) < 0)) {
+			*out = pg;
+			return 0;
+		}
+		buf_put(bt->bp, pg);
+	}
+	if ((rc = descend(bt, key, klen, 0, x, &pg)) != 0)
+		return rc;
+	__atomic_store_n(&bt->hint, buf_pgno(pg), __ATOMIC_RELAXED);
+	*out = pg;
+	return 0;
+}
+
 /* ---- overflow values ---- */
 
 /* Bytes at off of page pgno, just allocated by t: a logged PAGE_FILL, or
@@ -654,6 +684,12 @@ static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t kl
 	/* (2) L takes R's cells, (3) R is freed, then the action ends */
 	if ((rc = rewrite_page(bt, t, lp, &ls, cells, nc)) != 0)
 		goto out;
+	/* P6: R belongs to no tree now, so a search that reaches it through a
+	 * stale pointer or a hint (its old fences still fit) starts again */
+	bt_shape dead = rs;
+	dead.tree = 0;
+	if ((rc = rewrite_page(bt, t, rp, &dead, NULL, 0)) != 0)
+		goto out;
 	buf_put(bt->bp, rp);
 	rp = NULL;
 	if ((rc = t ? op_page_free(t, rno) : op_page_free_unlogged(bt->tm, rno)) != 0)
@@ -706,6 +742,10 @@ static int collapse_root(bt_tree *bt, txn *t)
 	uint64_t saved = t ? txn_undo_next(t) : 0;
 	if ((rc = rewrite_page(bt, t, rootp, &s, cells, bt_nslots(c))) != 0)
 		goto out;
+	bt_shape dead = s; /* P6 */
+	dead.tree = 0;
+	if ((rc = rewrite_page(bt, t, cp, &dead, NULL, 0)) != 0)
+		goto out;
 	buf_put(bt->bp, cp);
 	cp = NULL;
 	if ((rc = t ? op_page_free(t, cno) : op_page_free_unlogged(bt->tm, cno)) != 0)
@@ -735,7 +775,7 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 	int rc, found;
 
 	for (;;) {
-		if ((rc = descend(bt, key, klen, 0, 1, &pg)) != 0)
+		if ((rc = leaf_for(bt, key, klen, 1, &pg)) != 0)
 			return rc;
 		unsigned char *p = buf_data(pg);
 		unsigned slot = bt_search(p, bt->cmp, key, klen, &found);
@@ -853,7 +893,7 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 	int rc, found;
 	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, LOCK_S)) != 0)
 		return rc;
-	if ((rc = descend(bt, key, klen, 0, 0, &pg)) != 0)
+	if ((rc = leaf_for(bt, key, klen, 0, &pg)) != 0)
 		return rc;
 	const unsigned char *p = buf_data(pg);
 	unsigned slot = bt_search(p, bt->cmp, key, klen, &found);

@@ -31,6 +31,11 @@
  *       key; a page's high key is its right sibling's low fence.  A page
  *       reached through a stale pointer (after a merge freed it) is
  *       recognized by its tree, level and fences, and the search restarts.
+ *   P6  A page a merge or a root collapse frees is first rewritten as no
+ *       tree's (tree 0, no cells), and one a rollback frees is zeroed
+ *       (op_page.c): its old fences would still fit keys that now live
+ *       elsewhere.  So a page that looks like a live page of the tree
+ *       covering a key is one.
  *   P3  An internal cell (k, c): every key in c's subtree is >= k and below
  *       the next cell's key; the leftmost child holds the keys below the
  *       first cell's key.
@@ -80,6 +85,7 @@ struct bt_tree {
 	size_t max_cell;    /* P5 */
 	size_t max_key;
 	int nolock;         /* bt_set_nolock */
+	uint64_t hint;      /* atomic: the leaf the last search ended in (leaf_for) */
 };
 
 /* ---- page accessors ---- */

@@ -35,7 +35,9 @@
  *
  * Undo: PAGE_SET's is a PAGE_SET of the before-image; ALLOC and FREE undo
  * each other on one bit (never a byte image: other transactions' bits in
- * the same byte must survive).  PAGE_INIT has no undo: it only follows the
+ * the same byte must survive).  The undo of an ALLOC first zeroes the page
+ * (a PAGE_INIT of type 0 as a CLR), so a page given back never looks like
+ * what it was made into.  PAGE_INIT has no undo: it only follows the
  * allocation of a page, and the undo of that allocation frees the page,
  * whose contents then no longer matter.
  */
@@ -145,7 +147,16 @@ int op_set_undo(txn *t, const log_rec *r)
 
 int op_alloc_undo(txn *t, const log_rec *r)
 {
-	return txn_compensate(t, r->pgno, OP_PAGE_FREE, r->data, r->len);
+	/* the page goes back zeroed (type 0), before its bit is freed (after,
+	 * another transaction could have it already): whatever it became --
+	 * a B-tree page, say -- no search reaching it through a stale pointer
+	 * or hint takes it for a live page (bt_int.h, P6) */
+	uint32_t bit;
+	unsigned char type0[2] = {0, 0};
+	int rc = bit_arg(buf_page_size(txn_pool(t)), r, &bit);
+	if (!rc)
+		rc = txn_compensate(t, r->pgno + bit, OP_PAGE_INIT, type0, 2);
+	return rc ? rc : txn_compensate(t, r->pgno, OP_PAGE_FREE, r->data, r->len);
 }
 
 int op_free_undo(txn *t, const log_rec *r)
