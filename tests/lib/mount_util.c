@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -134,12 +135,63 @@ int tfs_stop(tfs_mount *m)
 	return -1;
 }
 
+/* The FUSE connection number of the mount at mnt (the minor of its
+ * device), read from mountinfo: a stat of a hung mount would hang too.
+ * -1 if it is not mounted. */
+static long connection_of(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[8192];
+	long conn = -1;
+	if (!f)
+		return -1;
+	while (conn < 0 && fgets(line, sizeof line, f)) {
+		unsigned maj, min;
+		char point[4096];
+		if (sscanf(line, "%*d %*d %u:%u %*s %4095s", &maj, &min, point) == 3 && !strcmp(point, mnt) &&
+		    strstr(line, " fuse"))
+			conn = (long)min;
+	}
+	fclose(f);
+	return conn;
+}
+
+/* Waits for a daemon just sent SIGKILL.  A thread of it can stay stuck in
+ * the kernel for ever: one sending an entry invalidation waits for the
+ * directory's lock, held by a lookup that waits for an answer the dying
+ * daemon will never give, and the connection is not torn down while that
+ * thread holds /dev/fuse.  After a second, abort the connection as an
+ * administrator would (fusectl), which ends the lookup and frees it. */
+static void reap_killed(pid_t pid, const char *mnt)
+{
+	for (int i = 0; i < 100; i++) {
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return;
+		usleep(10000);
+	}
+	long conn = connection_of(mnt);
+	if (conn >= 0) {
+		char path[128];
+		snprintf(path, sizeof path, "/sys/fs/fuse/connections/%ld/abort", conn);
+		if (access("/sys/fs/fuse/connections", F_OK) != 0 || access(path, F_OK) != 0)
+			(void)mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL);
+		FILE *f = fopen(path, "w");
+		if (f) {
+			fputs("1", f);
+			fclose(f);
+			fprintf(stderr, "mount_util: tpfsd %d was stuck in the kernel after SIGKILL: aborted FUSE connection %ld\n",
+				(int)pid, conn);
+		}
+	}
+	waitpid(pid, NULL, 0);
+}
+
 void tfs_kill9(tfs_mount *m)
 {
 	const char *argv[] = {"/bin/fusermount3", "-u", "-z", m->mnt, NULL};
 	if (m->pid) {
 		kill(m->pid, SIGKILL);
-		waitpid(m->pid, NULL, 0);
+		reap_killed(m->pid, m->mnt);
 		m->pid = 0;
 	}
 	(void)run(argv);
