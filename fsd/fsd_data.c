@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -129,11 +130,39 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 	fsd_caller_end(&c);
 }
 
+/* Each worker thread's read buffer, kept across requests: a fresh 1 MiB
+ * malloc per read is an mmap whose pages the kernel zeroes on every
+ * request (15% of a sequential read's CPU).  Freed when the thread ends. */
+static pthread_key_t read_buf_key;
+static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
+struct read_buf {
+	size_t cap;
+	char data[];
+};
+
+static void read_buf_init(void) { (void)pthread_key_create(&read_buf_key, free); }
+
+static char *read_buf(size_t size)
+{
+	pthread_once(&read_buf_once, read_buf_init);
+	struct read_buf *b = pthread_getspecific(read_buf_key);
+	if (!b || b->cap < size) {
+		struct read_buf *n = malloc(sizeof *n + (size ? size : 1));
+		if (!n)
+			return NULL;
+		n->cap = size;
+		free(b);
+		b = n;
+		(void)pthread_setspecific(read_buf_key, b);
+	}
+	return b->data;
+}
+
 void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	ino = fsd_ino(ino); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_READ);
-	char *buf = malloc(size ? size : 1);
+	char *buf = read_buf(size);
 	size_t got = 0;
 	int rc;
 	if (!buf) {
@@ -151,7 +180,6 @@ void fsd_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fus
 	else
 		fuse_reply_buf(req, buf, got < size ? got : size);
 	fsd_caller_end(&c);
-	free(buf);
 }
 
 /* Writes arrive in memory (one buffer: written in place) or, when the
