@@ -151,12 +151,23 @@ int op_alloc_undo(txn *t, const log_rec *r)
 	 * another transaction could have it already): whatever it became --
 	 * a B-tree page, say -- no search reaching it through a stale pointer
 	 * or hint takes it for a live page (bt_int.h, P6) */
-	uint32_t bit;
+	buf_pool *bp = txn_pool(t);
+	uint64_t after = txn_undo_next(t); /* where rollback goes on after this record */
 	unsigned char type0[2] = {0, 0};
-	int rc = bit_arg(buf_page_size(txn_pool(t)), r, &bit);
-	if (!rc)
-		rc = txn_compensate(t, r->pgno + bit, OP_PAGE_INIT, type0, 2);
-	return rc ? rc : txn_compensate(t, r->pgno, OP_PAGE_FREE, r->data, r->len);
+	buf_page *pg;
+	uint32_t bit;
+	int rc = bit_arg(buf_page_size(bp), r, &bit);
+	/* a crash between the two CLRs must not skip the free: the first one
+	 * sends undo back to this record, which is then undone again whole */
+	if (!rc && (rc = buf_get(bp, r->pgno + bit, BUF_X | BUF_NOREAD, &pg)) == 0) {
+		rc = txn_update_clr(t, pg, OP_PAGE_INIT, type0, 2, r->lsn);
+		buf_put(bp, pg);
+	}
+	if (!rc && (rc = buf_get(bp, r->pgno, BUF_X, &pg)) == 0) {
+		rc = txn_update_clr(t, pg, OP_PAGE_FREE, r->data, r->len, after);
+		buf_put(bp, pg);
+	}
+	return rc;
 }
 
 int op_free_undo(txn *t, const log_rec *r)
