@@ -101,9 +101,12 @@ int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *
 		uint64_t pos = off + done, b = pos / bs;
 		size_t o = (size_t)(pos % bs), n = bs - o < size - done ? bs - o : size - done, len;
 		int exists;
-		if ((rc = block_read(op, in->ino, b, buf, &len, &exists)) != 0)
+		/* a whole block straight into out; a part through buf */
+		unsigned char *dst = o == 0 && n == bs ? (unsigned char *)out + done : buf;
+		if ((rc = block_read(op, in->ino, b, dst, &len, &exists)) != 0)
 			break;
-		memcpy((unsigned char *)out + done, buf + o, n);
+		if (dst == buf)
+			memcpy((unsigned char *)out + done, buf + o, n);
 		done += n;
 	}
 	free(buf);
