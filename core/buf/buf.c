@@ -235,6 +235,19 @@ static int write_frame(buf_pool *bp, buf_page *pg)
 	return rc;
 }
 
+/* Writes the dirty frame pg back (mu held on entry, released): pinned and
+ * S-latched while written, outside mu (B7). */
+static int write_back(buf_pool *bp, buf_page *pg)
+{
+	pg->pins++;
+	bp->writing++;
+	pthread_mutex_unlock(&bp->mu);
+	pthread_rwlock_rdlock(&pg->latch);
+	int rc = write_frame(bp, pg);
+	pthread_rwlock_unlock(&pg->latch);
+	return rc;
+}
+
 /* CLOCK: a frame with no pins and no reference bit (mu held). */
 static buf_page *victim(buf_pool *bp)
 {
@@ -347,13 +360,7 @@ retry:
 		return util_err(ENOBUFS, "buffer pool: all %zu frames are pinned", bp->n);
 	}
 	if (pg->valid && pg->dirty) { /* STEAL, outside mu (B7); then look again */
-		pg->pins++;
-		bp->writing++;
-		pthread_mutex_unlock(&bp->mu);
-		pthread_rwlock_rdlock(&pg->latch);
-		rc = write_frame(bp, pg);
-		pthread_rwlock_unlock(&pg->latch);
-		if (rc)
+		if ((rc = write_back(bp, pg)) != 0)
 			return rc;
 		goto retry;
 	}
@@ -461,20 +468,30 @@ int buf_flush_all(buf_pool *bp)
 			pthread_mutex_unlock(&bp->mu);
 			continue;
 		}
-		pg->pins++;
-		bp->writing++;
-		pthread_mutex_unlock(&bp->mu);
-		pthread_rwlock_rdlock(&pg->latch);
-		rc = write_frame(bp, pg);
-		pthread_rwlock_unlock(&pg->latch);
+		rc = write_back(bp, pg);
 	}
 	return rc ? rc : buf_sync(bp);
 }
 
 static int cmp_unlogged(const void *a, const void *b)
 {
-	uint64_t x = ((const buf_unlogged *)a)->pgno, y = ((const buf_unlogged *)b)->pgno;
-	return x < y ? -1 : x > y;
+	const buf_unlogged *x = a, *y = b;
+	if (x->pgno != y->pgno)
+		return x->pgno < y->pgno ? -1 : 1;
+	return x->lsn < y->lsn ? -1 : x->lsn > y->lsn;
+}
+
+/* Lets go of a frame take_unlogged pinned (and S-latched, if latched)
+ * without writing it. */
+static void release_taken(buf_pool *bp, buf_page *pg, int latched)
+{
+	if (latched)
+		pthread_rwlock_unlock(&pg->latch);
+	pthread_mutex_lock(&bp->mu);
+	pg->pins--;
+	bp->writing--;
+	pthread_cond_broadcast(&bp->written);
+	pthread_mutex_unlock(&bp->mu);
 }
 
 /* Pins and S-latches the frame of u if it is to be written unlogged: in
@@ -496,16 +513,10 @@ static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u)
 	pg->pins++;
 	bp->writing++;
 	pthread_mutex_unlock(&bp->mu);
-	if (pthread_rwlock_tryrdlock(&pg->latch) == 0) {
-		if (buf_page_lsn(pg) == u->lsn)
-			return pg;
-		pthread_rwlock_unlock(&pg->latch);
-	}
-	pthread_mutex_lock(&bp->mu);
-	pg->pins--;
-	bp->writing--;
-	pthread_cond_broadcast(&bp->written);
-	pthread_mutex_unlock(&bp->mu);
+	int latched = pthread_rwlock_tryrdlock(&pg->latch) == 0;
+	if (latched && buf_page_lsn(pg) == u->lsn)
+		return pg;
+	release_taken(bp, pg, latched);
 	return NULL;
 }
 
@@ -557,23 +568,17 @@ int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
 		return ENOMEM;
 	qsort(pages, n, sizeof *pages, cmp_unlogged);
 	for (size_t i = 0; i < n && !rc; i++) {
-		if (i && pages[i].pgno == pages[i - 1].pgno)
-			continue;
+		if (i + 1 < n && pages[i + 1].pgno == pages[i].pgno)
+			continue; /* registered again since: only the latest LSN can match */
 		buf_page *pg = take_unlogged(bp, &pages[i]);
 		if (k && (!pg || k == RUN_MAX || fr[k - 1]->pgno + 1 != pages[i].pgno)) {
 			rc = write_run(bp, fr, k, wb);
 			k = 0;
 		}
-		if (pg && rc) { /* the run before it failed: release it unwritten */
-			pthread_rwlock_unlock(&pg->latch);
-			pthread_mutex_lock(&bp->mu);
-			pg->pins--;
-			bp->writing--;
-			pthread_cond_broadcast(&bp->written);
-			pthread_mutex_unlock(&bp->mu);
-		} else if (pg) {
+		if (pg && rc) /* the run before it failed: release it unwritten */
+			release_taken(bp, pg, 1);
+		else if (pg)
 			fr[k++] = pg;
-		}
 	}
 	if (k && !rc)
 		rc = write_run(bp, fr, k, wb);

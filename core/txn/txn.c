@@ -603,27 +603,36 @@ static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
 	return i;
 }
 
+/* Makes the page set *set (open addressing, cap a power of two) big
+ * enough for n entries at most half full, rehashing what it holds. */
+static int pgset_room(uint64_t **set, size_t *cap, size_t n)
+{
+	if (2 * n <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 16;
+	while (2 * n > nc)
+		nc *= 2;
+	uint64_t *ns = calloc(nc, sizeof *ns);
+	if (!ns)
+		return ENOMEM;
+	for (size_t i = 0; i < *cap; i++)
+		if ((*set)[i])
+			ns[freed_slot(ns, nc, (*set)[i])] = (*set)[i];
+	free(*set);
+	*set = ns;
+	*cap = nc;
+	return 0;
+}
+
 /* Puts the pages committed t freed into the young limbo (T9). */
 static int limbo_add(txn *t, uint64_t lsn)
 {
 	txn_mgr *tm = t->tm;
 	struct limbo *l = &tm->limbo[1];
 	pthread_mutex_lock(&tm->mu);
-	if (2 * (l->n + t->nfreed) > l->cap) {
-		size_t nc = l->cap ? l->cap : 64;
-		while (2 * (l->n + t->nfreed) > nc)
-			nc *= 2;
-		uint64_t *n = calloc(nc, sizeof *n);
-		if (!n) {
-			pthread_mutex_unlock(&tm->mu);
-			return ENOMEM;
-		}
-		for (size_t i = 0; i < l->cap; i++)
-			if (l->set[i])
-				n[freed_slot(n, nc, l->set[i])] = l->set[i];
-		free(l->set);
-		l->set = n;
-		l->cap = nc;
+	if (pgset_room(&l->set, &l->cap, l->n + t->nfreed) != 0) {
+		pthread_mutex_unlock(&tm->mu);
+		return ENOMEM;
 	}
 	for (size_t i = 0; i < t->cfreed; i++) {
 		if (!t->freed[i])
@@ -670,19 +679,9 @@ static int limbo_age(txn_mgr *tm)
 int txn_note_free(txn *t, uint64_t pgno)
 {
 	pthread_mutex_lock(&t->tm->mu);
-	if (2 * (t->nfreed + 1) > t->cfreed) {
-		size_t nc = t->cfreed ? 2 * t->cfreed : 16;
-		uint64_t *n = calloc(nc, sizeof *n);
-		if (!n) {
-			pthread_mutex_unlock(&t->tm->mu);
-			return ENOMEM;
-		}
-		for (size_t i = 0; i < t->cfreed; i++)
-			if (t->freed[i])
-				n[freed_slot(n, nc, t->freed[i])] = t->freed[i];
-		free(t->freed);
-		t->freed = n;
-		t->cfreed = nc;
+	if (pgset_room(&t->freed, &t->cfreed, t->nfreed + 1) != 0) {
+		pthread_mutex_unlock(&t->tm->mu);
+		return ENOMEM;
 	}
 	size_t i = freed_slot(t->freed, t->cfreed, pgno + 1);
 	if (!t->freed[i]) {

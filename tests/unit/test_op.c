@@ -450,6 +450,25 @@ Test(pages, ordered_page_freed_and_reused_by_a_logged_one_is_not_written_unlogge
 	cr_assert_eq(txn_commit(t, 0), 0);
 }
 
+Test(pages, a_page_registered_twice_is_written_for_its_latest_registration)
+{
+	static unsigned char img[PS];
+	open_engine(64);
+	txn *t = begin();
+	uint64_t p = ordered_page(t, 0x44);
+	buf_page *pg;
+	cr_assert_eq(buf_get(E.bp, p, BUF_S, &pg), 0);
+	uint64_t lsn = buf_page_lsn(pg);
+	buf_put(E.bp, pg);
+	/* an older registration of the same page (an earlier life) listed
+	 * first, then after it: either way the page must be written */
+	buf_unlogged u[2] = {{.pgno = p, .lsn = lsn - 8}, {.pgno = p, .lsn = lsn}};
+	cr_assert_eq(buf_write_unlogged(E.bp, u, 2), 0);
+	disk_image(p, img);
+	cr_assert_eq(img[BUF_HDR], 0x44, "the page was skipped for its stale registration");
+	cr_assert_eq(txn_abort(t), 0);
+}
+
 Test(pages, ordered_reuse_waits_for_the_freeing_commit_to_be_durable)
 {
 	open_engine(64);
