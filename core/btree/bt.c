@@ -232,16 +232,23 @@ static int leaf_for(bt_tree *bt, const void *key, size_t klen, int x, buf_page *
 	uint64_t h = __atomic_load_n(&bt->hint, __ATOMIC_RELAXED);
 	buf_page *pg;
 	int rc;
-	if (h && buf_get(bt->bp, h, x ? BUF_X : BUF_S, &pg) == 0) {
+	/* checked under S first: the hint may name any page by now (an
+	 * ordered data page among them, which an X latch would keep the log's
+	 * barrier from taking), and only a page that fits is latched X */
+	for (int mode = BUF_S; h && buf_get(bt->bp, h, mode, &pg) == 0;) {
 		const unsigned char *p = buf_data(pg);
-		if (util_get16(p + 4) == BT_PT_LEAF && bt_tree_of(p) == bt->root && bt_level(p) == 0 &&
-		    bt_in_fences(p, bt->cmp, key, klen, 0) &&
-		    (bt_hk_inf(p) ||
-		     bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN)) < 0)) {
+		int fits = util_get16(p + 4) == BT_PT_LEAF && bt_tree_of(p) == bt->root && bt_level(p) == 0 &&
+			   bt_in_fences(p, bt->cmp, key, klen, 0) &&
+			   (bt_hk_inf(p) ||
+			    bt_cmp(bt->cmp, key, klen, p + util_get16(p + BT_H_HKOFF), util_get16(p + BT_H_HKLEN)) < 0);
+		if (fits && (!x || mode == BUF_X)) {
 			*out = pg;
 			return 0;
 		}
 		buf_put(bt->bp, pg);
+		if (!fits || mode == BUF_X)
+			break;
+		mode = BUF_X; /* it fits: latch it X and check again */
 	}
 	if ((rc = descend(bt, key, klen, 0, x, &pg)) != 0)
 		return rc;
