@@ -113,12 +113,15 @@ typedef struct fs_op {
 	int ordered; /* file blocks go to the store as ordered data (FS_ORDERED_MIN) */
 } fs_op;
 
-/* A write request, or a user transaction's write set, of at least this
- * many bytes stores its file blocks as ordered data (tp.h, TP_ORDERED):
- * written once in place and synced before the log moves on, instead of
- * logged and written again.  Smaller ones are logged: their commit then
- * costs one log sync, not a page-file sync before it (ZFS draws the same
- * line, zfs_immediate_write_sz, at 32 KiB). */
+/* A plain write request of at least this many bytes stores its file
+ * blocks as ordered data (tp.h, TP_ORDERED): written once in place and
+ * synced before the log moves on, instead of logged and written again.
+ * Smaller ones are logged: their commit then costs one log sync, not a
+ * page-file sync before it (ZFS draws the same line, zfs_immediate_write_sz,
+ * at 32 KiB).  A user transaction's commit logs its blocks: ordered data
+ * there widened the window between its locks' release (T7) and its
+ * durability, in which a non-member can read what a crash then loses
+ * (tx_clients random_crash caught it once). */
 #define FS_ORDERED_MIN 32768
 
 /* FS_ATTR: getattr, a read that a doomed transaction's members still get

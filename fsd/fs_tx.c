@@ -684,8 +684,7 @@ static int apply(fs_tx *tx)
 				cap = vl;
 			}
 			if ((rc = ws_node_value(ws, nd, buf, cap, &vl)) != 0 ||
-			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl,
-					 tree == WS_DATA && ws_bytes(ws) >= FS_ORDERED_MIN ? TP_ORDERED : 0)) != 0)
+			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, 0)) != 0)
 				goto out;
 		}
 	/* directories' deltas, on their committed records */

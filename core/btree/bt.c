@@ -232,9 +232,11 @@ static int leaf_for(bt_tree *bt, const void *key, size_t klen, int x, buf_page *
 	uint64_t h = __atomic_load_n(&bt->hint, __ATOMIC_RELAXED);
 	buf_page *pg;
 	int rc;
-	/* checked under S first: the hint may name any page by now (an
-	 * ordered data page among them, which an X latch would keep the log's
-	 * barrier from taking), and only a page that fits is latched X */
+	/* checked under S first: the hint may name any page by now, an
+	 * ordered data page among them, and an X latch on one would make the
+	 * log's barrier take it for reused and skip it (buf.c, take_unlogged);
+	 * only a page that fits, which an ordered page never does, is then
+	 * latched X */
 	for (int mode = BUF_S; h && buf_get(bt->bp, h, mode, &pg) == 0;) {
 		const unsigned char *p = buf_data(pg);
 		int fits = util_get16(p + 4) == BT_PT_LEAF && bt_tree_of(p) == bt->root && bt_level(p) == 0 &&

@@ -494,17 +494,12 @@ static void release_taken(buf_pool *bp, buf_page *pg, int latched)
 	pthread_mutex_unlock(&bp->mu);
 }
 
-/* Pins the frame of u if it is to be written unlogged: in the pool, dirty,
- * its LSN still u->lsn (a page logged since, after a free and a reuse, is
- * left to the WAL rule).  *latched says whether it is S-latched too.  An X
- * latch on it is never waited for: its holder may wait for the log's
- * flusher, which may be this thread.  It is either a search that tries the
- * page as a B-tree leaf and lets go at once (the page is intact), or a
- * reuse after a free (its bytes no longer matter, and its LSN moves with
- * its first logged change).  So an X-latched page whose LSN still matches
- * is written all the same -- skipping it would let the log go ahead of an
- * ordered page a commit needs -- but left dirty. */
-static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u, int *latched)
+/* Pins and S-latches the frame of u if it is to be written unlogged: in
+ * the pool, dirty, its LSN still u->lsn.  An X latch means the page was
+ * freed and reused as a logged page (an ordered page is never changed),
+ * whose holder may wait for the log's flusher, which may be this thread:
+ * never wait for it.  A page logged since is left to the WAL rule. */
+static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u)
 {
 	buf_page *pg;
 	pthread_mutex_lock(&bp->mu);
@@ -518,17 +513,16 @@ static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u, int *latched
 	pg->pins++;
 	bp->writing++;
 	pthread_mutex_unlock(&bp->mu);
-	*latched = pthread_rwlock_tryrdlock(&pg->latch) == 0;
-	if (buf_page_lsn(pg) == u->lsn)
+	int latched = pthread_rwlock_tryrdlock(&pg->latch) == 0;
+	if (latched && buf_page_lsn(pg) == u->lsn)
 		return pg;
-	release_taken(bp, pg, *latched);
+	release_taken(bp, pg, latched);
 	return NULL;
 }
 
-/* Writes the run of frames fr[0..n) (consecutive pages, pinned; S-latched
- * where lat[i]) with one pwrite, marks the latched ones clean, releases
- * them. */
-static int write_run(buf_pool *bp, buf_page **fr, const int *lat, size_t n, unsigned char *wb)
+/* Writes the run of frames fr[0..n) (consecutive pages, pinned and
+ * S-latched) with one pwrite, marks them clean, releases them. */
+static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
 {
 	int rc = 0;
 	if (bp->readonly)
@@ -547,20 +541,18 @@ static int write_run(buf_pool *bp, buf_page **fr, const int *lat, size_t n, unsi
 	}
 	pthread_mutex_lock(&bp->mu);
 	for (size_t i = 0; i < n; i++) {
-		if (!rc && lat[i]) { /* still S-latched: no change since the write */
+		if (!rc) { /* still S-latched: no change since the write */
+			bp->st.writes++;
 			fr[i]->dirty = 0;
 			fr[i]->rec_lsn = 0;
 		}
-		if (!rc)
-			bp->st.writes++;
 		fr[i]->pins--;
 		bp->writing--;
 	}
 	pthread_cond_broadcast(&bp->written);
 	pthread_mutex_unlock(&bp->mu);
 	for (size_t i = 0; i < n; i++)
-		if (lat[i])
-			pthread_rwlock_unlock(&fr[i]->latch);
+		pthread_rwlock_unlock(&fr[i]->latch);
 	return rc;
 }
 
@@ -569,7 +561,6 @@ static int write_run(buf_pool *bp, buf_page **fr, const int *lat, size_t n, unsi
 int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
 {
 	buf_page *fr[RUN_MAX];
-	int lat[RUN_MAX], latched = 0;
 	unsigned char *wb = malloc(RUN_MAX * (size_t)bp->psize);
 	size_t k = 0;
 	int rc = 0;
@@ -579,20 +570,18 @@ int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (i + 1 < n && pages[i + 1].pgno == pages[i].pgno)
 			continue; /* registered again since: only the latest LSN can match */
-		buf_page *pg = take_unlogged(bp, &pages[i], &latched);
+		buf_page *pg = take_unlogged(bp, &pages[i]);
 		if (k && (!pg || k == RUN_MAX || fr[k - 1]->pgno + 1 != pages[i].pgno)) {
-			rc = write_run(bp, fr, lat, k, wb);
+			rc = write_run(bp, fr, k, wb);
 			k = 0;
 		}
-		if (pg && rc) { /* the run before it failed: release it unwritten */
-			release_taken(bp, pg, latched);
-		} else if (pg) {
-			lat[k] = latched;
+		if (pg && rc) /* the run before it failed: release it unwritten */
+			release_taken(bp, pg, 1);
+		else if (pg)
 			fr[k++] = pg;
-		}
 	}
 	if (k && !rc)
-		rc = write_run(bp, fr, lat, k, wb);
+		rc = write_run(bp, fr, k, wb);
 	free(wb);
 	return rc;
 }

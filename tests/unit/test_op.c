@@ -469,28 +469,6 @@ Test(pages, a_page_registered_twice_is_written_for_its_latest_registration)
 	cr_assert_eq(txn_abort(t), 0);
 }
 
-Test(pages, an_x_latched_ordered_page_is_written_all_the_same)
-{
-	static unsigned char img[PS];
-	open_engine(64);
-	txn *t = begin();
-	uint64_t p = ordered_page(t, 0x5c);
-	buf_page *pg;
-	cr_assert_eq(buf_get(E.bp, p, BUF_S, &pg), 0);
-	uint64_t lsn = buf_page_lsn(pg);
-	buf_put(E.bp, pg);
-	/* a search trying the page as a B-tree leaf (a stale hint) holds it X
-	 * while the barrier runs: skipping the page would let the log go
-	 * ahead of it */
-	cr_assert_eq(buf_get(E.bp, p, BUF_X, &pg), 0);
-	buf_unlogged u = {.pgno = p, .lsn = lsn};
-	cr_assert_eq(buf_write_unlogged(E.bp, &u, 1), 0);
-	buf_put(E.bp, pg);
-	disk_image(p, img);
-	cr_assert_eq(img[BUF_HDR], 0x5c, "the barrier skipped an ordered page somebody held X-latched");
-	cr_assert_eq(txn_abort(t), 0);
-}
-
 Test(pages, ordered_reuse_waits_for_the_freeing_commit_to_be_durable)
 {
 	open_engine(64);
