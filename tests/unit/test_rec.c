@@ -315,6 +315,23 @@ Test(rec, close_with_an_open_transaction_rolls_it_back_at_open)
 	cr_assert_eq(tp_close(env), 0);
 }
 
+/* Keeps a copy of the store under tdir/name (each crash run starts again
+ * from it), and puts it back in place of the store. */
+static void store_save(char *copy, size_t n, const char *name)
+{
+	char cmd[512];
+	snprintf(copy, n, "%s/%s", tdir, name);
+	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sdir, copy);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void store_restore(const char *copy)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", sdir, copy, sdir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 /* ---- crashes inside operations (forked children under the simulator) ---- */
 
 enum { RB_PAGES = 30 };
@@ -384,15 +401,12 @@ Test(rec, crash_during_rollback_is_finished_by_recovery, .timeout = 120)
 	su_snap s0 = snap(env, RB_PAGES + 4);
 	tp_crash_close(env);
 	/* a copy of the clean store to restart each run from */
-	char clean[160], cmd[512];
-	snprintf(clean, sizeof clean, "%s/clean", tdir);
-	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sdir, clean);
-	cr_assert_eq(system(cmd), 0);
+	char clean[160];
+	store_save(clean, sizeof clean, "clean");
 	int partial = 0;
 	for (uint64_t seed = 1; seed <= 3; seed++)
 		for (uint64_t k = 1; k <= 8; k++) {
-			snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", sdir, clean, sdir);
-			cr_assert_eq(system(cmd), 0);
+			store_restore(clean);
 			rb_arg a = {.store = sdir, .seed = seed, .k = k, .p = p};
 			int ex = su_run_child(rollback_child, &a);
 			cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 " k %" PRIu64 ": child exit %d", seed, k, ex);
@@ -446,15 +460,12 @@ Test(rec, crash_during_rollback_of_allocations_frees_every_page, .timeout = 120)
 {
 	tp_env *env = open_env(0);
 	cr_assert_eq(tp_close(env), 0);
-	char clean[160], cmd[512];
-	snprintf(clean, sizeof clean, "%s/clean", tdir);
-	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sdir, clean);
-	cr_assert_eq(system(cmd), 0);
+	char clean[160];
+	store_save(clean, sizeof clean, "clean");
 	int points = 0;
 	for (uint64_t seed = 1; seed <= 3; seed++)
 		for (uint64_t k = 1; k <= 12; k++) {
-			snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", sdir, clean, sdir);
-			cr_assert_eq(system(cmd), 0);
+			store_restore(clean);
 			rb_arg a = {.store = sdir, .seed = seed, .k = k};
 			int ex = su_run_child(alloc_rollback_child, &a);
 			cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 " k %" PRIu64 ": child exit %d", seed, k, ex);
@@ -506,14 +517,11 @@ Test(rec, crash_during_recovery_is_finished_by_the_next, .timeout = 120)
 	cr_assert_eq(tp_commit(w, 0), 0);
 	tp_crash_close(env);
 	memcpy(s0.data + p[0] * s0.body + 3500, "winner", 6);
-	char crashed[160], cmd[512];
-	snprintf(crashed, sizeof crashed, "%s/crashed", tdir);
-	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sdir, crashed);
-	cr_assert_eq(system(cmd), 0);
+	char crashed[160];
+	store_save(crashed, sizeof crashed, "crashed");
 	int crashes = 0;
 	for (uint64_t k = 1; k <= 12; k++) {
-		snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", sdir, crashed, sdir);
-		cr_assert_eq(system(cmd), 0);
+		store_restore(crashed);
 		rb_arg a = {.store = sdir, .seed = k, .k = k};
 		int ex = su_run_child(recovery_child, &a);
 		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "k %" PRIu64 ": child exit %d", k, ex);
@@ -554,15 +562,12 @@ Test(rec, torn_page_is_rebuilt_from_its_image, .timeout = 120)
 	tp_env *env = open_env(0);
 	make_pages(env, p, 1);
 	cr_assert_eq(tp_close(env), 0);
-	char clean[160], cmd[512], data[200];
-	snprintf(clean, sizeof clean, "%s/clean", tdir);
-	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", sdir, clean);
-	cr_assert_eq(system(cmd), 0);
+	char clean[160], data[200];
+	store_save(clean, sizeof clean, "clean");
 	su_path(data, sizeof data, sdir, "data");
 	int torn = 0;
 	for (uint64_t seed = 1; seed <= 12; seed++) {
-		snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", sdir, clean, sdir);
-		cr_assert_eq(system(cmd), 0);
+		store_restore(clean);
 		rb_arg a = {.store = sdir, .seed = seed, .p = p};
 		int ex = su_run_child(torn_child, &a);
 		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 ": child exit %d", seed, ex);
