@@ -208,20 +208,26 @@ static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 			io_path(bp->f), pgno, stored, calc);
 }
 
-/* Writes the pinned, S-latched frame pg if it is dirty (mu not held), and
- * unpins it (its pin counted in bp->writing). */
-static int write_frame(buf_pool *bp, buf_page *pg)
+/* Writes the dirty frame pg back (mu held on entry, released): pinned and
+ * S-latched while written, outside mu (B7), through tmp (a page-sized
+ * buffer of the caller's, or NULL: one is allocated).  It may have been
+ * written meanwhile (a log barrier): then nothing is done. */
+static int write_back(buf_pool *bp, buf_page *pg, unsigned char *tmp)
 {
-	unsigned char *tmp = NULL;
+	unsigned char *own = NULL;
 	int rc = 0;
+	pg->pins++;
+	bp->writing++;
+	pthread_mutex_unlock(&bp->mu);
+	pthread_rwlock_rdlock(&pg->latch);
 	pthread_mutex_lock(&bp->mu);
 	int dirty = pg->dirty;
 	pthread_mutex_unlock(&bp->mu);
-	if (dirty && !(tmp = malloc(bp->psize)))
+	if (dirty && !tmp && !(tmp = own = malloc(bp->psize)))
 		rc = ENOMEM;
 	else if (dirty)
 		rc = page_write(bp, pg->pgno, pg->data, tmp);
-	free(tmp);
+	free(own);
 	pthread_mutex_lock(&bp->mu);
 	if (dirty && !rc) { /* still S-latched: no change since the write */
 		bp->st.writes++;
@@ -232,18 +238,6 @@ static int write_frame(buf_pool *bp, buf_page *pg)
 	bp->writing--;
 	pthread_cond_broadcast(&bp->written);
 	pthread_mutex_unlock(&bp->mu);
-	return rc;
-}
-
-/* Writes the dirty frame pg back (mu held on entry, released): pinned and
- * S-latched while written, outside mu (B7). */
-static int write_back(buf_pool *bp, buf_page *pg)
-{
-	pg->pins++;
-	bp->writing++;
-	pthread_mutex_unlock(&bp->mu);
-	pthread_rwlock_rdlock(&pg->latch);
-	int rc = write_frame(bp, pg);
 	pthread_rwlock_unlock(&pg->latch);
 	return rc;
 }
@@ -360,7 +354,7 @@ retry:
 		return util_err(ENOBUFS, "buffer pool: all %zu frames are pinned", bp->n);
 	}
 	if (pg->valid && pg->dirty) { /* STEAL, outside mu (B7); then look again */
-		if ((rc = write_back(bp, pg)) != 0)
+		if ((rc = write_back(bp, pg, NULL)) != 0)
 			return rc;
 		goto retry;
 	}
@@ -460,7 +454,8 @@ int buf_reserve(buf_pool *bp, uint64_t pages)
 
 int buf_flush_all(buf_pool *bp)
 {
-	int rc = 0;
+	unsigned char *tmp = malloc(bp->psize); /* one copy buffer for every page */
+	int rc = tmp ? 0 : ENOMEM;
 	for (size_t i = 0; i < bp->n && !rc; i++) {
 		buf_page *pg = &bp->frames[i];
 		pthread_mutex_lock(&bp->mu);
@@ -468,8 +463,9 @@ int buf_flush_all(buf_pool *bp)
 			pthread_mutex_unlock(&bp->mu);
 			continue;
 		}
-		rc = write_back(bp, pg);
+		rc = write_back(bp, pg, tmp);
 	}
+	free(tmp);
 	return rc ? rc : buf_sync(bp);
 }
 
