@@ -50,10 +50,10 @@ static int set_has(const pgset *s, uint64_t x)
 
 #define BAD(...) (rc = util_err(TP_ECORRUPT, __VA_ARGS__))
 
-static int check_ovf(bt_tree *bt, uint64_t pgno, uint32_t vlen, void (*seen)(void *, uint64_t), void *ctx,
-		     bt_verify_result *res)
+static int check_ovf(bt_tree *bt, uint64_t leaf, unsigned slot, uint64_t pgno, uint32_t vlen,
+		     void (*seen)(void *, uint64_t), void *ctx, bt_verify_result *res)
 {
-	uint64_t done = 0;
+	uint64_t done = 0, first = pgno, last = 0;
 	int rc = 0;
 	while (pgno) {
 		buf_page *pg;
@@ -72,11 +72,13 @@ static int check_ovf(bt_tree *bt, uint64_t pgno, uint32_t vlen, void (*seen)(voi
 		res->overflow_pages++;
 		res->pages++;
 		done += n;
+		last = pgno;
 		pgno = next;
 	}
 	if (done != vlen)
-		return BAD("btree %" PRIu64 ": overflow chain holds %" PRIu64 " bytes, the cell says %" PRIu32, bt->root,
-			   done, vlen);
+		return BAD("btree %" PRIu64 ": page %" PRIu64 " slot %u: overflow chain (pages %" PRIu64 "..%" PRIu64
+			   ") holds %" PRIu64 " bytes, the cell says %" PRIu32,
+			   bt->root, leaf, slot, first, last, done, vlen);
 	return 0;
 }
 
@@ -122,7 +124,7 @@ static int check_page_full(bt_tree *bt, buf_page *pg, unsigned level, const unsi
 				return rc;
 		} else {
 			res->records++;
-			if (bt_covf(c) && (rc = check_ovf(bt, util_get64(bt_cpayload(c)), bt_cvlen(c), seen, ctx, res)) != 0)
+			if (bt_covf(c) && (rc = check_ovf(bt, no, i, util_get64(bt_cpayload(c)), bt_cvlen(c), seen, ctx, res)) != 0)
 				return rc;
 		}
 	}

@@ -28,7 +28,12 @@
  *       with a recovery LSN at or before that record: a checkpoint that
  *       logs its dirty-page table after the record always includes it.
  *   B8  Read-ahead fills only frames that are clean and unpinned, with
- *       pages the pool does not hold, whose checksum holds.
+ *       pages the pool does not hold, whose checksum and LSN (B9) hold.
+ *   B9  A page read carries an LSN below the log's end: B1 and the rule
+ *       for ordered pages (op.h, O1) keep every page LSN on disk below the
+ *       durable end, which no crash cuts.  A higher one means the page
+ *       claims records the log lost, and redo would skip their successors:
+ *       it is reported as damage, never used.
  *   B7  No page is written with bp->mu held: a write may first flush the
  *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  */
@@ -197,12 +202,17 @@ static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 		return util_err(rc, "%s: page %" PRIu64 ": read failed: %s", io_path(bp->f), pgno, strerror(rc));
 	bp->st.reads++;
 	uint32_t stored = util_get32(pg->data), calc = util_crc32c(0, pg->data + 4, bp->psize - 4);
-	if (stored == calc || all_zero(pg->data, bp->psize))
+	uint64_t lsn = util_get64(pg->data + 8), end = log_end(bp->lg);
+	if ((stored == calc && lsn < end) || all_zero(pg->data, bp->psize))
 		return 0;
 	if (flags & BUF_REBUILD) {
 		memset(pg->data, 0, bp->psize);
 		return 0;
 	}
+	if (stored == calc) /* B9 */
+		return util_err(TP_ECORRUPT, "%s: page %" PRIu64 " carries LSN %" PRIu64 ", beyond the end of the log (%" PRIu64
+					     "): it was written for log records the log does not hold",
+				io_path(bp->f), pgno, lsn, end);
 	return util_err(TP_ECORRUPT, "%s: page %" PRIu64 ": checksum mismatch (stored 0x%08" PRIx32
 				     ", computed 0x%08" PRIx32 ")",
 			io_path(bp->f), pgno, stored, calc);
@@ -295,7 +305,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 		return;
 	}
 	bp->ra_win = bp->ra_win ? (2 * bp->ra_win < RA_MAX ? 2 * bp->ra_win : RA_MAX) : 4;
-	uint64_t first = pgno + 1, n = bp->ra_win;
+	uint64_t first = pgno + 1, n = bp->ra_win, end = log_end(bp->lg);
 	size_t got;
 	bp->ra_last = pgno + n;
 	if (first + n > BUF_MAX_PAGES || io_pread(bp->f, bp->rabuf, n * bp->psize, first * bp->psize, &got) != 0)
@@ -309,7 +319,8 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 				break;
 		if (f)
 			continue;
-		if (util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) && !all_zero(img, bp->psize))
+		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
+		    !all_zero(img, bp->psize))
 			continue;
 		if (!(f = ra_victim(bp)) || (f->valid && f->dirty))
 			break;

@@ -78,10 +78,12 @@ int op_page_free(txn *t, uint64_t pgno);
  * it X-latched, zeroed but for its type, for the caller to fill in place
  * with bytes that are never logged; op_page_ordered_done releases it and
  * registers it to be written and synced before the log is next written
- * (txn.h, T8), so a commit that survives a crash finds the bytes.  The page
- * LSN is the log's end minus one: redo skips every record of the page's
- * earlier lives, and applies every later one.  For file data, where logging
- * every byte would write it twice; never for pages redo must rebuild. */
+ * (txn.h, T8), so a commit that survives a crash finds the bytes.  O1: the
+ * page LSN is the log's durable end minus one (the log is flushed first if
+ * the page's earlier records are not durable yet): redo skips every record
+ * of the page's earlier lives and applies every later one, even after a
+ * crash that cut the log.  For file data, where logging every byte would
+ * write it twice; never for pages redo must rebuild. */
 int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **pg);
 int op_page_ordered_done(txn *t, buf_page *pg);
 /* The same without a transaction or log, for unprotected trees. */

@@ -28,9 +28,13 @@
  * the records that make them reachable (T8), as ext4's data=ordered and
  * ZFS's indirect writes do, so large writes are not written twice.  Redo
  * never touches them: their LSN is above every record of their earlier
- * lives, and a page freed by a commit is reused only once that commit is
- * durable (T9), so no crash can hand it back to an owner that still needs
- * its old bytes.  A torn ordered page whose transaction committed cannot
+ * lives and below the durable end of the log (O1), and a page freed by a
+ * commit is reused only once that commit is durable (T9), so no crash can
+ * hand it back to an owner that still needs its old bytes.  An LSN taken
+ * from the log's end instead (the first version) could exceed what a
+ * power cut left of the log: the log restarted below it, and the page's
+ * next logged life got LSNs its on-disk image already claimed, so redo
+ * skipped them (fscrash powercut_random found it).  A torn ordered page whose transaction committed cannot
  * be rebuilt: its checksum fails and the error names it.
  *
  * Undo: PAGE_SET's is a PAGE_SET of the before-image; ALLOC and FREE undo
@@ -392,7 +396,19 @@ int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
 		return rc;
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
 		return rc;
-	uint64_t lsn = log_end(txn_mgr_log(tm)) - 1; /* above every earlier record of the page */
+	/* O1: the LSN is above every record of the page's earlier lives, so
+	 * redo skips them, and below the durable end, so that no crash can cut
+	 * the log below it and give its LSNs to records of a later life (redo
+	 * would skip those).  The frame's LSN covers the earlier lives when the
+	 * pool holds the page; when it does not, the page was written after its
+	 * last record was durable (B1), and NOREAD left the LSN 0. */
+	log_mgr *lg = txn_mgr_log(tm);
+	uint64_t prev = buf_page_lsn(pg);
+	if (prev && prev + 1 >= log_durable(lg) && (rc = log_flush(lg, prev)) != 0) {
+		buf_put(bp, pg);
+		return rc;
+	}
+	uint64_t lsn = log_durable(lg) - 1;
 	memset(buf_data(pg), 0, buf_page_size(bp));
 	util_put16(buf_data(pg) + 4, type);
 	buf_dirty(bp, pg, lsn);

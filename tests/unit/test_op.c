@@ -488,6 +488,54 @@ Test(pages, ordered_reuse_waits_for_the_freeing_commit_to_be_durable)
 	cr_assert_not(txn_page_held(E.tm, p, 1), "once durable, the page is free for ordered data too");
 }
 
+/* O1: a power cut keeps an ordered page (the barrier synced the page file)
+ * but loses the log records written after the last sync, so the log
+ * restarts below where it was.  The page must not claim an LSN the log
+ * will hand out again: the page's next, logged life gets those LSNs, and
+ * redo would skip its records as already applied. */
+Test(pages, ordered_page_lsn_is_below_what_a_power_cut_leaves_of_the_log)
+{
+	static unsigned char img[PS], zeros[1u << 20];
+	char seg[PATH_MAX];
+	open_engine(64);
+	txn *t = begin();
+	uint64_t a, p, q;
+	cr_assert_eq(op_page_alloc(t, 1, &a), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	uint64_t e0 = log_durable(E.lg); /* what the power cut will leave */
+	t = begin();
+	memset(img, 0x77, sizeof img);
+	for (int i = 0; i < 6; i++) /* log well past the durable end, unsynced */
+		cr_assert_eq(op_page_set(t, a, BUF_HDR, img, 2000), 0);
+	p = ordered_page(t, 0xaa);
+	cr_assert_eq(txn_commit(t, 0), 0); /* barrier: p written and synced; then the log */
+	disk_image(p, img);
+	cr_assert_eq(img[BUF_HDR], 0xaa, "the barrier wrote the ordered page");
+	uint64_t plsn = util_get64(img + 8);
+	su_engine_crash(&E);
+
+	/* the power cut: every log byte from e0 on is lost */
+	cr_assert_eq(su_segpath(sdir, e0 / (1u << 20), seg, sizeof seg), 0);
+	cr_assert_eq(su_raw_write(seg, e0 % (1u << 20), zeros, (1u << 20) - e0 % (1u << 20)), 0);
+	open_engine(64);
+	cr_assert_eq(log_end(E.lg), e0, "recovery found the log cut where the power cut left it");
+	cr_assert_lt(plsn, e0, "O1: the ordered page claims LSN %" PRIu64 ", beyond the %" PRIu64
+			      " bytes of log that were durable when it was written", plsn, e0);
+	cr_assert_not(allocated(p), "the allocation was lost with the log");
+
+	/* the page's next life is logged, and durable only in the log */
+	t = begin();
+	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
+	cr_assert_eq(q, p, "first fit takes the page again");
+	cr_assert_eq(op_page_set(t, q, BUF_HDR, "logged", 6), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	su_engine_crash(&E);
+	open_engine(64);
+	page_image(p, img);
+	cr_assert_eq(memcmp(img + BUF_HDR, "logged", 6), 0, "redo skipped the records of the page's logged life");
+	cr_assert(allocated(p));
+}
+
 /* Every bad argument: TP_EINVAL, nothing logged, nothing changed. */
 Test(pages, bad_arguments_change_nothing)
 {
