@@ -3,9 +3,10 @@
  *
  * Design
  *   A fixed array of frames, found by page number through a chained hash
- *   table.  Replacement is CLOCK (second chance): a hit only sets the
- *   frame's reference bit, with no list to relink under the pool mutex, and
- *   the hand approximates LRU at O(1) amortized per miss.  A pinned frame is
+ *   table.  Replacement is CLOCK: a hit only counts up the frame's
+ *   references (to REF_MAX, as GCLOCK: a page used again survives one turn
+ *   of the hand more), with no list to relink under the pool mutex, and the
+ *   hand approximates LRU at O(1) amortized per miss.  A pinned frame is
  *   never a victim.  Pool metadata (hash, pins, dirty, the hand) is under
  *   bp->mu, a mutex that uncontended stays in user space; page contents are
  *   under each frame's rwlock latch, taken after the pin, never while
@@ -52,11 +53,12 @@
 
 #define RA_MAX 32             /* pages read ahead at most */
 #define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
+#define REF_MAX 2             /* a page used again: a turn of the hand more */
 
 struct buf_page {
 	uint64_t pgno;        /* under bp->mu; valid when in the hash */
 	uint32_t pins;        /* under bp->mu; > 0: not evictable (B3) */
-	uint8_t ref;          /* under bp->mu; CLOCK reference bit */
+	uint8_t ref;          /* under bp->mu; CLOCK references, up to REF_MAX */
 	uint8_t valid;        /* under bp->mu; holds pgno's contents */
 	uint8_t dirty;        /* under bp->mu */
 	uint64_t rec_lsn;     /* under bp->mu; first LSN that dirtied it (B4) */
@@ -77,7 +79,10 @@ struct buf_pool {
 	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
 	uint64_t ra_last;     /* under mu: the last page read or read ahead */
 	uint64_t ra_win;      /* under mu: the current read-ahead window */
-	size_t ring[RA_RING]; /* under mu: frames of a long scan's read-ahead (index + 1) */
+	struct ra_slot {
+		size_t frame;         /* index + 1; 0: empty */
+		uint64_t pgno;        /* the page read ahead into it */
+	} ring[RA_RING];              /* under mu: frames of a long scan's read-ahead */
 	size_t ring_pos;
 	buf_page **hash;
 	size_t hmask;
@@ -252,16 +257,16 @@ static int write_back(buf_pool *bp, buf_page *pg, unsigned char *tmp)
 	return rc;
 }
 
-/* CLOCK: a frame with no pins and no reference bit (mu held). */
+/* CLOCK: a frame with no pins and no references left (mu held). */
 static buf_page *victim(buf_pool *bp)
 {
-	for (size_t i = 0; i < 2 * bp->n + 1; i++) {
+	for (size_t i = 0; i < (REF_MAX + 1) * bp->n + 1; i++) {
 		buf_page *pg = &bp->frames[bp->hand];
 		bp->hand = (bp->hand + 1) % bp->n;
 		if (pg->pins)
 			continue;
 		if (pg->ref && pg->valid) {
-			pg->ref = 0;
+			pg->ref--;
 			continue;
 		}
 		return pg;
@@ -273,19 +278,20 @@ static buf_page *victim(buf_pool *bp)
  * next frame when it is free to take, so that a scan of a large file
  * recycles RA_RING frames instead of flooding the pool (and touching new
  * memory) -- the pages it read are wanted once; else the CLOCK victim. */
-static buf_page *ra_victim(buf_pool *bp)
+static buf_page *ra_victim(buf_pool *bp, uint64_t pgno)
 {
 	if (bp->ra_win == RA_MAX) {
-		size_t *slot = &bp->ring[bp->ring_pos];
+		struct ra_slot *slot = &bp->ring[bp->ring_pos];
 		bp->ring_pos = (bp->ring_pos + 1) % RA_RING;
-		if (*slot) {
-			buf_page *f = &bp->frames[*slot - 1];
-			if (!f->pins && !f->dirty && !f->ref)
-				return f;
+		buf_page *f = slot->frame ? &bp->frames[slot->frame - 1] : NULL;
+		/* the scan's own page, used at most once since it was read ahead
+		 * (ref 1): the frame is taken again; a page used twice is kept */
+		if (!f || !f->valid || f->pgno != slot->pgno || f->pins || f->dirty || f->ref > 1)
+			f = victim(bp);
+		if (f) {
+			slot->frame = (size_t)(f - bp->frames) + 1;
+			slot->pgno = pgno;
 		}
-		buf_page *f = victim(bp);
-		if (f)
-			*slot = (size_t)(f - bp->frames) + 1;
 		return f;
 	}
 	return victim(bp);
@@ -322,7 +328,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
 		    !all_zero(img, bp->psize))
 			continue;
-		if (!(f = ra_victim(bp)) || (f->valid && f->dirty))
+		if (!(f = ra_victim(bp, q)) || (f->valid && f->dirty))
 			break;
 		if (f->valid)
 			hash_remove(bp, f);
@@ -350,7 +356,7 @@ retry:
 			break;
 	if (pg) {
 		pg->pins++;
-		pg->ref = 1;
+		pg->ref = pg->ref < REF_MAX ? pg->ref + 1 : REF_MAX;
 		bp->st.hits++;
 		pthread_mutex_unlock(&bp->mu);
 		goto latch;
