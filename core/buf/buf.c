@@ -35,6 +35,9 @@
  *       durable end, which no crash cuts.  A higher one means the page
  *       claims records the log lost, and redo would skip their successors:
  *       it is reported as damage, never used.
+ *   B10 A miss with BUF_ONCE (an ordered page: written once, by the log's
+ *       barrier) takes its frame from a ring of at most ONCE_RING frames,
+ *       reused once clean: a large write does not flood the pool.
  *   B7  No page is written with bp->mu held: a write may first flush the
  *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  */
@@ -54,6 +57,7 @@
 #define RA_MAX 32             /* pages read ahead at most */
 #define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
 #define REF_MAX 2             /* a page used again: a turn of the hand more */
+#define ONCE_RING 4096        /* frames BUF_ONCE pages cycle through, at most */
 
 struct buf_page {
 	uint64_t pgno;        /* under bp->mu; valid when in the hash */
@@ -79,11 +83,13 @@ struct buf_pool {
 	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
 	uint64_t ra_last;     /* under mu: the last page read or read ahead */
 	uint64_t ra_win;      /* under mu: the current read-ahead window */
-	struct ra_slot {
-		size_t frame;         /* index + 1; 0: empty */
-		uint64_t pgno;        /* the page read ahead into it */
-	} ring[RA_RING];              /* under mu: frames of a long scan's read-ahead */
-	size_t ring_pos;
+	struct ring {                 /* under mu: frames pages used once cycle through */
+		struct ring_slot {
+			size_t frame; /* index + 1; 0: empty */
+			uint64_t pgno; /* the page put into it */
+		} *s;
+		size_t n, pos;
+	} ra_ring, once_ring;         /* a long scan's read-ahead (B8); BUF_ONCE (B10) */
 	buf_page **hash;
 	size_t hmask;
 	size_t hand;          /* under mu */
@@ -125,9 +131,19 @@ int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int rea
 	if (mem == MAP_FAILED)
 		mem = NULL;
 	bp->mem_bytes = bytes;
-	if (frames >= 8 * RA_MAX) /* a small pool would evict what it reads ahead */
+	int rings_ok = 1;
+	if (frames >= 8 * RA_MAX) { /* a small pool would evict what it reads ahead */
 		bp->rabuf = malloc(RA_MAX * (size_t)page_size);
-	if (!bp->frames || !bp->hash || !mem) {
+		bp->ra_ring.n = RA_RING;
+		bp->once_ring.n = frames / 4 < ONCE_RING ? frames / 4 : ONCE_RING;
+		bp->ra_ring.s = calloc(bp->ra_ring.n, sizeof *bp->ra_ring.s);
+		bp->once_ring.s = calloc(bp->once_ring.n, sizeof *bp->once_ring.s);
+		rings_ok = bp->rabuf && bp->ra_ring.s && bp->once_ring.s;
+	}
+	if (!bp->frames || !bp->hash || !mem || !rings_ok) {
+		free(bp->rabuf);
+		free(bp->ra_ring.s);
+		free(bp->once_ring.s);
 		free(bp->frames);
 		free(bp->hash);
 		if (mem)
@@ -157,6 +173,8 @@ void buf_close(buf_pool *bp)
 	pthread_mutex_destroy(&bp->resv_mu);
 	munmap(bp->frames[0].data, bp->mem_bytes);
 	free(bp->rabuf);
+	free(bp->ra_ring.s);
+	free(bp->once_ring.s);
 	free(bp->frames);
 	free(bp->hash);
 	free(bp);
@@ -274,27 +292,26 @@ static buf_page *victim(buf_pool *bp)
 	return NULL;
 }
 
-/* A frame for a page read ahead: in a long sequential scan, the ring's
- * next frame when it is free to take, so that a scan of a large file
- * recycles RA_RING frames instead of flooding the pool (and touching new
- * memory) -- the pages it read are wanted once; else the CLOCK victim. */
-static buf_page *ra_victim(buf_pool *bp, uint64_t pgno)
+/* A frame for page pgno of a stream (mu held): the ring's next frame
+ * when it still holds the page put there, unpinned, clean and used at most
+ * once since (ref <= 1: a page used twice is kept); else the CLOCK victim,
+ * which the slot then names.  A stream -- a long scan, a large write --
+ * then recycles the ring's frames instead of flooding the pool (and
+ * touching new memory), and the pages others use stay. */
+static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
 {
-	if (bp->ra_win == RA_MAX) {
-		struct ra_slot *slot = &bp->ring[bp->ring_pos];
-		bp->ring_pos = (bp->ring_pos + 1) % RA_RING;
-		buf_page *f = slot->frame ? &bp->frames[slot->frame - 1] : NULL;
-		/* the scan's own page, used at most once since it was read ahead
-		 * (ref 1): the frame is taken again; a page used twice is kept */
-		if (!f || !f->valid || f->pgno != slot->pgno || f->pins || f->dirty || f->ref > 1)
-			f = victim(bp);
-		if (f) {
-			slot->frame = (size_t)(f - bp->frames) + 1;
-			slot->pgno = pgno;
-		}
-		return f;
+	if (!r->n)
+		return victim(bp);
+	struct ring_slot *slot = &r->s[r->pos];
+	r->pos = (r->pos + 1) % r->n;
+	buf_page *f = slot->frame ? &bp->frames[slot->frame - 1] : NULL;
+	if (!f || !f->valid || f->pgno != slot->pgno || f->pins || f->dirty || f->ref > 1)
+		f = victim(bp);
+	if (f) {
+		slot->frame = (size_t)(f - bp->frames) + 1;
+		slot->pgno = pgno;
 	}
-	return victim(bp);
+	return f;
 }
 
 /* Sequential read-ahead (B8; mu held, pgno just read into a pinned frame):
@@ -328,7 +345,8 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
 		    !all_zero(img, bp->psize))
 			continue;
-		if (!(f = ra_victim(bp, q)) || (f->valid && f->dirty))
+		f = bp->ra_win == RA_MAX ? ring_victim(bp, &bp->ra_ring, q) : victim(bp);
+		if (!f || (f->valid && f->dirty))
 			break;
 		if (f->valid)
 			hash_remove(bp, f);
@@ -361,7 +379,7 @@ retry:
 		pthread_mutex_unlock(&bp->mu);
 		goto latch;
 	}
-	if (!(pg = victim(bp))) {
+	if (!(pg = flags & BUF_ONCE ? ring_victim(bp, &bp->once_ring, pgno) : victim(bp))) {
 		if (bp->writing) { /* pinned only while written back: wait for one */
 			pthread_cond_wait(&bp->written, &bp->mu);
 			pthread_mutex_unlock(&bp->mu);

@@ -32,8 +32,11 @@ enum {
 	BUF_S = 0,           /* shared latch */
 	BUF_X = 1 << 0,      /* exclusive latch: needed to change the page */
 	BUF_NOREAD = 1 << 1, /* the caller rewrites the whole page: do not read it */
-	BUF_REBUILD = 1 << 2 /* a page failing its checksum reads as zeros (LSN 0):
+	BUF_REBUILD = 1 << 2, /* a page failing its checksum reads as zeros (LSN 0):
 				for redo of records that rebuild whole pages */
+	BUF_ONCE = 1 << 3     /* on a miss: a page of a stream, used once (ordered
+				data): its frame comes from a ring of frames such
+				pages cycle through (B10), not from the whole pool */
 };
 
 /* Set-up */

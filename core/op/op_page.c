@@ -394,7 +394,7 @@ int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
 	int rc;
 	if ((rc = alloc_bit(t, tm, 1, pgno)) != 0 || (rc = buf_reserve(bp, *pgno + 1)) != 0)
 		return rc;
-	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
+	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD | BUF_ONCE, &pg)) != 0)
 		return rc;
 	/* O1: the LSN is above every record of the page's earlier lives, so
 	 * redo skips them, and below the durable end, so that no crash can cut

@@ -2,7 +2,8 @@
  * test_buf -- the buffer pool: pins, CLOCK eviction with write-back
  * (STEAL), the WAL rule (B1), checksums on read (B2), BUF_REBUILD and
  * BUF_NOREAD, an all-pinned pool, dirty-page tracking (B4, B6), write failures
- * (B5), and many threads on a tiny pool.
+ * (B5), read-ahead and the rings streams cycle through (B8, B10), page LSNs
+ * beyond the log (B9), and many threads on a tiny pool.
  *
  * Each test builds a log and a page file in a fresh directory; pages are
  * changed the way txn_update does it: X latch, log a record, change the
@@ -545,4 +546,40 @@ Test(buf, page_lsn_beyond_the_log_is_damage)
 	cr_assert_eq(buf_get(bp, 5, BUF_X | BUF_REBUILD, &pg), 0);
 	cr_assert_eq(buf_page_lsn(pg), 0, "rebuilt from zeros");
 	buf_put(bp, pg);
+}
+
+/* B10: pages of a stream (BUF_ONCE: ordered data, written once) cycle
+ * through a ring of frames once written, so a large write leaves the pages
+ * others use in the pool (and does not touch the whole pool's memory) */
+Test(buf, pages_used_once_leave_the_rest_of_the_pool_alone)
+{
+	open_all(1024, 0);
+	pages_on_disk(100, 1024);
+	for (int twice = 0; twice < 2; twice++)
+		for (uint64_t i = 1; i <= 100; i++)
+			read_page(i);
+	for (uint64_t i = 1000; i < 4000; i++) {
+		buf_page *pg;
+		cr_assert_eq(buf_get(bp, i, BUF_X | BUF_NOREAD | BUF_ONCE, &pg), 0, "%s", tp_errmsg());
+		memset(buf_data(pg) + BUF_HDR, (unsigned char)i, PS - BUF_HDR);
+		buf_dirty(bp, pg, log_end(lg) - 1);
+		buf_set_lsn(pg, log_end(lg) - 1);
+		buf_put(bp, pg);
+		if (i % 100 == 99) /* the log's barrier writes them */
+			cr_assert_eq(buf_flush_all(bp), 0);
+	}
+	buf_stats s0, s1;
+	buf_stats_get(bp, &s0);
+	for (uint64_t i = 1; i <= 100; i++)
+		read_page(i);
+	buf_stats_get(bp, &s1);
+	cr_assert_eq(s1.misses - s0.misses, 0, "3000 pages written once through a 1024-frame pool evicted %" PRIu64
+					       " of the 100 hot pages",
+		     s1.misses - s0.misses);
+	for (uint64_t i = 3990; i < 4000; i++) { /* and the stream's pages are what was written */
+		buf_page *pg;
+		cr_assert_eq(buf_get(bp, i, BUF_S, &pg), 0);
+		cr_assert_eq(buf_data(pg)[BUF_HDR], (unsigned char)i);
+		buf_put(bp, pg);
+	}
 }
