@@ -79,6 +79,26 @@ Test(crc, matches_reference_all_lengths_and_alignments)
 			cr_assert_eq(util_crc32c(0, buf + a, len), crc_ref(0, buf + a, len), "align %zu len %zu", a, len);
 }
 
+/* Lengths around and well past the three-stream blocks of the hardware
+ * path (3 * 1360 bytes: a page's 4092 takes one block and a tail), at
+ * several alignments and starting values: the joined streams must agree
+ * with the definition. */
+Test(crc, three_stream_blocks_match_reference)
+{
+	static unsigned char buf[20000 + 16];
+	pattern(buf, sizeof buf, 11);
+	const uint32_t starts[] = {0, 0xffffffffu, 0x12345678u};
+	for (size_t a = 0; a < 16; a += 5)
+		for (size_t s = 0; s < 3; s++) {
+			for (size_t len = 4070; len <= 4200; len++)
+				cr_assert_eq(util_crc32c(starts[s], buf + a, len), crc_ref(starts[s], buf + a, len),
+					     "align %zu len %zu", a, len);
+			for (size_t len = 8150; len <= 20000; len += 997)
+				cr_assert_eq(util_crc32c(starts[s], buf + a, len), crc_ref(starts[s], buf + a, len),
+					     "align %zu len %zu", a, len);
+		}
+}
+
 Test(crc, incremental_equals_one_shot)
 {
 	static unsigned char buf[10007];
