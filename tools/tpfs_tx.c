@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -215,6 +216,22 @@ typedef struct own_file {
 } own_file;
 #define OWN_MAX 64
 
+/* stat without asking the daemon: the kernel's cached type, device and
+ * inode, which never change for an open file or the mount's root (an
+ * fstat would be a FUSE round trip each -- zero attribute timeouts while
+ * transactions are open). */
+static int cached_stat(int dirfd, const char *path, int flags, struct stat *st)
+{
+	struct statx x;
+	if (statx(dirfd, path, flags | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO, &x) != 0)
+		return -1;
+	memset(st, 0, sizeof *st);
+	st->st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+	st->st_ino = x.stx_ino;
+	st->st_mode = x.stx_mode;
+	return 0;
+}
+
 /* The regular files of the mount open on descriptors >= 3; a malloc'ed
  * array (NULL, 0: none). */
 static own_file *own_files(const char *mount, int *n)
@@ -222,7 +239,7 @@ static own_file *own_files(const char *mount, int *n)
 	struct stat mst, st;
 	own_file *v = NULL;
 	*n = 0;
-	if (stat(mount, &mst) != 0)
+	if (cached_stat(AT_FDCWD, mount, 0, &mst) != 0)
 		return NULL;
 	DIR *d = opendir("/proc/self/fd");
 	if (!d)
@@ -232,8 +249,8 @@ static own_file *own_files(const char *mount, int *n)
 	while ((e = readdir(d)) != NULL && *n < OWN_MAX) {
 		char *end, link[64];
 		long fd = strtol(e->d_name, &end, 10);
-		if (*end || fd < 3 || fd == dfd || fstat((int)fd, &st) != 0 || st.st_dev != mst.st_dev ||
-		    !S_ISREG(st.st_mode))
+		if (*end || fd < 3 || fd == dfd || cached_stat((int)fd, "", AT_EMPTY_PATH, &st) != 0 ||
+		    st.st_dev != mst.st_dev || !S_ISREG(st.st_mode))
 			continue;
 		if (!v && !(v = malloc(OWN_MAX * sizeof *v)))
 			break;
