@@ -9,7 +9,9 @@
  *     creates and drops with tp_tree_open / tp_tree_drop (transactions of
  *     their own);
  *   - 30..70 regular transactions, each 1..8 puts (values of 0 bytes to 3
- *     pages: inline and overflow) and deletes on "a", "u" and "x", then a
+ *     pages: inline and overflow; in one seed of two with TP_ORDERED, so
+ *     overflow pages are ordered data, written in place by the log's
+ *     barrier and never logged) and deletes on "a", "u" and "x", then a
  *     commit, or an abort (about one in eight); the last one may be left in
  *     flight;
  *   - sometimes a long transaction L, on keys of its own (so it never
@@ -103,6 +105,7 @@ typedef struct bcfg {
 	int long_txn;         /* 0 none, else L_COMMIT / L_ABORT / L_INFLIGHT */
 	int last_inflight;
 	int end_close;
+	int ordered;          /* puts pass TP_ORDERED: overflow values as ordered data */
 } bcfg;
 
 enum { L_COMMIT = 1, L_ABORT, L_INFLIGHT };
@@ -125,6 +128,7 @@ static void cfg_seed(bcfg *c, uint64_t seed)
 	c->long_txn = wl_below(&r, 2) ? 1 + (int)wl_below(&r, 3) : 0;
 	c->last_inflight = wl_below(&r, 2);
 	c->end_close = wl_below(&r, 4) == 0;
+	c->ordered = wl_below(&r, 2) == 0;
 }
 
 static void cfg_options(const bcfg *c, tp_options *o)
@@ -252,7 +256,7 @@ static int apply_op(tp_tree **tr, tp_txn *t, const bcfg *c, const bop *o, size_t
 	int rc;
 	if (o->kind == OP_PUT) {
 		btm_fill(v, o->vlen, o->vseed);
-		rc = tp_put(t, tr[o->tree], k, kl, v, o->vlen, 0);
+		rc = tp_put(t, tr[o->tree], k, kl, v, o->vlen, c->ordered ? TP_ORDERED : 0);
 	} else {
 		rc = tp_del(t, tr[o->tree], k, kl);
 		if (rc == TP_ENOTFOUND)
