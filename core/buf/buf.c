@@ -13,8 +13,8 @@
  *   holding bp->mu (so latch holders may call back into the pool).
  *
  *   STEAL: a dirty victim is written back, even with uncommitted changes.
- *   NO-FORCE: commit writes no page.  Reads of a miss happen under bp->mu;
- *   every write-back (a victim's, buf_flush_all's, buf_write_unlogged's)
+ *   NO-FORCE: commit writes no page.  A miss reads outside bp->mu (B11),
+ *   and every write-back (a victim's, buf_flush_all's, buf_write_unlogged's)
  *   happens on a pinned, S-latched frame outside it (B7).
  *
  * Invariants
@@ -38,6 +38,10 @@
  *   B10 A miss with BUF_ONCE (an ordered page: written once, by the log's
  *       barrier) takes its frame from a ring of at most ONCE_RING frames,
  *       reused once clean: a large write does not flood the pool.
+ *   B11 No page is read on a miss with bp->mu held: the frame is pinned,
+ *       X-latched, named in the hash and marked loading first, so a second
+ *       reader of the page waits on the latch, and a read that fails takes
+ *       the frame out of the hash before letting go of the latch.
  *   B7  No page is written with bp->mu held: a write may first flush the
  *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  */
@@ -65,6 +69,7 @@ struct buf_page {
 	uint8_t ref;          /* under bp->mu; CLOCK references, up to REF_MAX */
 	uint8_t valid;        /* under bp->mu; holds pgno's contents */
 	uint8_t dirty;        /* under bp->mu */
+	uint8_t loading;      /* under bp->mu; its page is being read in (B11) */
 	uint64_t rec_lsn;     /* under bp->mu; first LSN that dirtied it (B4) */
 	buf_page *next;       /* under bp->mu; hash chain */
 	pthread_rwlock_t latch; /* the page bytes */
@@ -216,14 +221,13 @@ static int all_zero(const unsigned char *p, size_t n)
 	return 1;
 }
 
-/* Reads page pgno into pg->data (B2). */
+/* Reads page pgno into pg->data (B2, B9); mu is not held. */
 static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 {
 	size_t got;
 	int rc;
 	if ((rc = io_pread(bp->f, pg->data, bp->psize, pgno * bp->psize, &got)) != 0)
 		return util_err(rc, "%s: page %" PRIu64 ": read failed: %s", io_path(bp->f), pgno, strerror(rc));
-	bp->st.reads++;
 	uint32_t stored = util_get32(pg->data), calc = util_crc32c(0, pg->data + 4, bp->psize - 4);
 	uint64_t lsn = util_get64(pg->data + 8), end = log_end(bp->lg);
 	if ((stored == calc && lsn < end) || all_zero(pg->data, bp->psize))
@@ -376,7 +380,21 @@ retry:
 		pg->pins++;
 		pg->ref = pg->ref < REF_MAX ? pg->ref + 1 : REF_MAX;
 		bp->st.hits++;
+		int loading = pg->loading;
 		pthread_mutex_unlock(&bp->mu);
+		if (!loading)
+			goto latch;
+		/* B11: the latch is had once the read is over; if it failed, the
+		 * frame left the hash: look again (and read it again) */
+		pthread_rwlock_rdlock(&pg->latch);
+		pthread_rwlock_unlock(&pg->latch);
+		pthread_mutex_lock(&bp->mu);
+		int ok = pg->valid && pg->pgno == pgno;
+		if (!ok)
+			pg->pins--;
+		pthread_mutex_unlock(&bp->mu);
+		if (!ok)
+			goto retry;
 		goto latch;
 	}
 	if (!(pg = flags & BUF_ONCE ? ring_victim(bp, &bp->once_ring, pgno) : victim(bp))) {
@@ -393,30 +411,55 @@ retry:
 			return rc;
 		goto retry;
 	}
+	int read = !(flags & BUF_NOREAD);
+	/* B11: a frame to read into is X-latched before it is named in the
+	 * hash; unpinned, only a write-back still letting go of it can hold
+	 * its latch: then take another */
+	if (read && pthread_rwlock_trywrlock(&pg->latch) != 0) {
+		pthread_mutex_unlock(&bp->mu);
+		goto retry;
+	}
 	bp->st.misses++;
 	if (pg->valid)
 		hash_remove(bp, pg);
-	pg->valid = 0;
-	if (flags & BUF_NOREAD)
+	if (!read)
 		memset(pg->data, 0, bp->psize);
-	else if ((rc = page_read(bp, pg, pgno, flags)) != 0) {
-		pthread_mutex_unlock(&bp->mu);
-		return rc;
-	}
 	pg->pgno = pgno;
 	pg->valid = 1;
+	pg->loading = (uint8_t)read;
 	pg->pins = 1;
 	pg->ref = 1;
 	pg->next = bp->hash[hslot(bp, pgno)];
 	bp->hash[hslot(bp, pgno)] = pg;
-	if (!(flags & (BUF_NOREAD | BUF_REBUILD)))
-		read_ahead(bp, pgno);
+	if (read) { /* outside mu: a disk read holds up no one else (B11) */
+		pthread_mutex_unlock(&bp->mu);
+		rc = page_read(bp, pg, pgno, flags);
+		pthread_mutex_lock(&bp->mu);
+		pg->loading = 0;
+		if (rc) { /* out of the hash: whoever waits looks again */
+			hash_remove(bp, pg);
+			pg->valid = 0;
+			pg->pins--;
+			pthread_mutex_unlock(&bp->mu);
+			pthread_rwlock_unlock(&pg->latch);
+			return rc;
+		}
+		bp->st.reads++;
+		if (!(flags & BUF_REBUILD))
+			read_ahead(bp, pgno);
+		pthread_mutex_unlock(&bp->mu);
+		if (flags & BUF_X)
+			goto done;
+		pthread_rwlock_unlock(&pg->latch);
+		goto latch;
+	}
 	pthread_mutex_unlock(&bp->mu);
 latch:
 	if (flags & BUF_X)
 		pthread_rwlock_wrlock(&pg->latch);
 	else
 		pthread_rwlock_rdlock(&pg->latch);
+done:
 	*out = pg;
 	return 0;
 }

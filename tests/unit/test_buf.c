@@ -3,7 +3,8 @@
  * (STEAL), the WAL rule (B1), checksums on read (B2), BUF_REBUILD and
  * BUF_NOREAD, an all-pinned pool, dirty-page tracking (B4, B6), write failures
  * (B5), read-ahead and the rings streams cycle through (B8, B10), page LSNs
- * beyond the log (B9), and many threads on a tiny pool.
+ * beyond the log (B9), misses read outside the pool mutex with a second
+ * reader waiting for the first read (B11), and many threads on a tiny pool.
  *
  * Each test builds a log and a page file in a fresh directory; pages are
  * changed the way txn_update does it: X latch, log a record, change the
@@ -582,4 +583,141 @@ Test(buf, pages_used_once_leave_the_rest_of_the_pool_alone)
 		cr_assert_eq(buf_data(pg)[BUF_HDR], (unsigned char)i);
 		buf_put(bp, pg);
 	}
+}
+
+/* B11: a miss reads outside the pool mutex.  The page file's backend holds
+ * the read of one page until told; meanwhile the pool serves other pages,
+ * and a second reader of the held page waits for the first one's read
+ * instead of reading it again. */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static uint64_t gate_off = UINT64_MAX; /* the read held, by offset */
+static int gate_open, gate_waiting;
+
+static int gated_pread(void *h, void *buf, size_t len, uint64_t off, size_t *done)
+{
+	pthread_mutex_lock(&gate_mu);
+	if (off == gate_off && len == PS) {
+		gate_waiting++;
+		pthread_cond_broadcast(&gate_cv);
+		while (!gate_open)
+			pthread_cond_wait(&gate_cv, &gate_mu);
+	}
+	pthread_mutex_unlock(&gate_mu);
+	return io_posix_backend()->pread(h, buf, len, off, done);
+}
+
+struct getter {
+	uint64_t pgno;
+	int rc, done;
+	unsigned char first;
+};
+
+static void *getter_main(void *arg)
+{
+	struct getter *g = arg;
+	buf_page *pg;
+	g->rc = buf_get(bp, g->pgno, BUF_S, &pg);
+	if (!g->rc) {
+		g->first = buf_data(pg)[BUF_HDR];
+		buf_put(bp, pg);
+	}
+	pthread_mutex_lock(&gate_mu);
+	g->done = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	return NULL;
+}
+
+/* Waits up to ms for g to finish; 1 if it did. */
+static int finished(struct getter *g, int ms)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&gate_mu);
+	while (!g->done && pthread_cond_timedwait(&gate_cv, &gate_mu, &dl) == 0)
+		;
+	int d = g->done;
+	pthread_mutex_unlock(&gate_mu);
+	return d;
+}
+
+Test(buf, a_miss_reads_without_holding_up_the_pool)
+{
+	static io_backend be; /* the data file keeps a pointer to it until teardown */
+	be = *io_posix_backend();
+	be.pread = gated_pread;
+	io_set_backend(&be);
+	open_all(1024, 0);
+	pages_on_disk(10, 1024);
+	read_page(2); /* cached; not adjacent to 7, so nothing reads 7 ahead */
+	buf_stats s0, s1;
+	buf_stats_get(bp, &s0);
+	gate_off = 7 * PS;
+	struct getter a = {.pgno = 7}, b = {.pgno = 7}, c = {.pgno = 2};
+	pthread_t ta, tb, tc;
+	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_waiting)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
+	cr_assert_eq(pthread_create(&tc, NULL, getter_main, &c), 0);
+	int c_done = finished(&c, 5000); /* while page 7's read is held */
+	int b_early = finished(&b, 100);
+	pthread_mutex_lock(&gate_mu);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	pthread_join(tc, NULL);
+	buf_stats_get(bp, &s1);
+	cr_assert(c_done, "a hit on page 2 waited for the read of page 7");
+	cr_assert_not(b_early, "the second reader of page 7 got it before its read was over");
+	cr_assert(a.rc == 0 && b.rc == 0 && c.rc == 0, "rc %d %d %d", a.rc, b.rc, c.rc);
+	cr_assert(a.first == 7 && b.first == 7 && c.first == 2, "bytes %u %u %u", a.first, b.first, c.first);
+	cr_assert_eq(gate_waiting, 1, "page 7 was read %d times", gate_waiting);
+	cr_assert_eq(s1.reads - s0.reads, 1);
+	cr_assert_eq(buf_pinned(bp), 0);
+}
+
+/* B11: a read that fails (checksum) while another reader waits for it:
+ * both get the error, and the frame is left to nobody */
+Test(buf, a_failed_read_fails_its_waiters_too)
+{
+	static io_backend be;
+	be = *io_posix_backend();
+	be.pread = gated_pread;
+	io_set_backend(&be);
+	open_all(1024, 0);
+	pages_on_disk(10, 1024);
+	cr_assert_eq(su_raw_flip(datapath, 7 * PS + 100, 0x40), 0);
+	gate_off = 7 * PS;
+	struct getter a = {.pgno = 7}, b = {.pgno = 7};
+	pthread_t ta, tb;
+	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_waiting)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
+	(void)finished(&b, 100);
+	pthread_mutex_lock(&gate_mu);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_assert(a.rc == TP_ECORRUPT && b.rc == TP_ECORRUPT, "rc %d %d", a.rc, b.rc);
+	cr_assert_eq(buf_pinned(bp), 0);
+	buf_page *pg;
+	cr_assert_eq(buf_get(bp, 7, BUF_S, &pg), TP_ECORRUPT, "the damaged page was left in the pool as data");
+	read_page(6);
 }
