@@ -487,6 +487,17 @@ static void read_page(uint64_t pgno)
 	buf_put(bp, pg);
 }
 
+/* The misses of a read of pages [first, last]. */
+static uint64_t misses_reading(uint64_t first, uint64_t last)
+{
+	buf_stats s0, s1;
+	buf_stats_get(bp, &s0);
+	for (uint64_t i = first; i <= last; i++)
+		read_page(i);
+	buf_stats_get(bp, &s1);
+	return s1.misses - s0.misses;
+}
+
 /* B8: a sequential scan reads ahead, so most of its pages are hits */
 Test(buf, sequential_reads_are_read_ahead)
 {
@@ -494,11 +505,9 @@ Test(buf, sequential_reads_are_read_ahead)
 	pages_on_disk(400, 1024);
 	buf_stats s0, s1;
 	buf_stats_get(bp, &s0);
-	for (uint64_t i = 1; i <= 400; i++)
-		read_page(i);
+	uint64_t m = misses_reading(1, 400);
 	buf_stats_get(bp, &s1);
-	cr_assert_lt(s1.misses - s0.misses, 40, "a scan of 400 pages missed %" PRIu64 " times: no read-ahead",
-		     s1.misses - s0.misses);
+	cr_assert_lt(m, 40, "a scan of 400 pages missed %" PRIu64 " times: no read-ahead", m);
 	cr_assert_eq(s1.reads - s0.reads, 400, "every page read once, none twice or skipped");
 }
 
@@ -509,19 +518,11 @@ Test(buf, long_scan_leaves_the_rest_of_the_pool_alone)
 {
 	open_all(1024, 0);
 	pages_on_disk(3200, 1024);
-	for (int twice = 0; twice < 2; twice++) /* a hot set, referenced */
-		for (uint64_t i = 3101; i <= 3200; i++)
-			read_page(i);
-	for (uint64_t i = 1; i <= 3000; i++)
-		read_page(i);
-	buf_stats s0, s1;
-	buf_stats_get(bp, &s0);
-	for (uint64_t i = 3101; i <= 3200; i++)
-		read_page(i);
-	buf_stats_get(bp, &s1);
-	cr_assert_eq(s1.misses - s0.misses, 0, "a 3000-page scan through a 1024-frame pool evicted %" PRIu64
-					       " of the 100 hot pages",
-		     s1.misses - s0.misses);
+	(void)misses_reading(3101, 3200); /* a hot set, used twice */
+	(void)misses_reading(3101, 3200);
+	(void)misses_reading(1, 3000);
+	uint64_t m = misses_reading(3101, 3200);
+	cr_assert_eq(m, 0, "a 3000-page scan through a 1024-frame pool evicted %" PRIu64 " of the 100 hot pages", m);
 }
 
 /* B9: a page whose checksum holds but whose LSN is beyond the log's end
@@ -556,9 +557,8 @@ Test(buf, pages_used_once_leave_the_rest_of_the_pool_alone)
 {
 	open_all(1024, 0);
 	pages_on_disk(100, 1024);
-	for (int twice = 0; twice < 2; twice++)
-		for (uint64_t i = 1; i <= 100; i++)
-			read_page(i);
+	(void)misses_reading(1, 100); /* a hot set, used twice */
+	(void)misses_reading(1, 100);
 	for (uint64_t i = 1000; i < 4000; i++) {
 		buf_page *pg;
 		cr_assert_eq(buf_get(bp, i, BUF_X | BUF_NOREAD | BUF_ONCE, &pg), 0, "%s", tp_errmsg());
@@ -569,14 +569,9 @@ Test(buf, pages_used_once_leave_the_rest_of_the_pool_alone)
 		if (i % 100 == 99) /* the log's barrier writes them */
 			cr_assert_eq(buf_flush_all(bp), 0);
 	}
-	buf_stats s0, s1;
-	buf_stats_get(bp, &s0);
-	for (uint64_t i = 1; i <= 100; i++)
-		read_page(i);
-	buf_stats_get(bp, &s1);
-	cr_assert_eq(s1.misses - s0.misses, 0, "3000 pages written once through a 1024-frame pool evicted %" PRIu64
-					       " of the 100 hot pages",
-		     s1.misses - s0.misses);
+	uint64_t m = misses_reading(1, 100);
+	cr_assert_eq(m, 0, "3000 pages written once through a 1024-frame pool evicted %" PRIu64 " of the 100 hot pages",
+		     m);
 	for (uint64_t i = 3990; i < 4000; i++) { /* and the stream's pages are what was written */
 		buf_page *pg;
 		cr_assert_eq(buf_get(bp, i, BUF_S, &pg), 0);
@@ -629,6 +624,35 @@ static void *getter_main(void *arg)
 	return NULL;
 }
 
+/* The page file's reads through gated_pread (before open_all). */
+static void install_gate(void)
+{
+	static io_backend be; /* the data file keeps a pointer to it until teardown */
+	be = *io_posix_backend();
+	be.pread = gated_pread;
+	io_set_backend(&be);
+}
+
+/* Starts a thread reading g->pgno, whose read the gate holds: returns once
+ * it is held there. */
+static void start_held_read(struct getter *g, pthread_t *t)
+{
+	gate_off = g->pgno * PS;
+	cr_assert_eq(pthread_create(t, NULL, getter_main, g), 0);
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_waiting)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+static void open_gate(void)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_open = 1;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+}
+
 /* Waits up to ms for g to finish; 1 if it did. */
 static int finished(struct getter *g, int ms)
 {
@@ -650,31 +674,20 @@ static int finished(struct getter *g, int ms)
 
 Test(buf, a_miss_reads_without_holding_up_the_pool)
 {
-	static io_backend be; /* the data file keeps a pointer to it until teardown */
-	be = *io_posix_backend();
-	be.pread = gated_pread;
-	io_set_backend(&be);
+	install_gate();
 	open_all(1024, 0);
 	pages_on_disk(10, 1024);
 	read_page(2); /* cached; not adjacent to 7, so nothing reads 7 ahead */
 	buf_stats s0, s1;
 	buf_stats_get(bp, &s0);
-	gate_off = 7 * PS;
 	struct getter a = {.pgno = 7}, b = {.pgno = 7}, c = {.pgno = 2};
 	pthread_t ta, tb, tc;
-	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
-	pthread_mutex_lock(&gate_mu);
-	while (!gate_waiting)
-		pthread_cond_wait(&gate_cv, &gate_mu);
-	pthread_mutex_unlock(&gate_mu);
+	start_held_read(&a, &ta);
 	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
 	cr_assert_eq(pthread_create(&tc, NULL, getter_main, &c), 0);
 	int c_done = finished(&c, 5000); /* while page 7's read is held */
 	int b_early = finished(&b, 100);
-	pthread_mutex_lock(&gate_mu);
-	gate_open = 1;
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
+	open_gate();
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
 	pthread_join(tc, NULL);
@@ -692,27 +705,16 @@ Test(buf, a_miss_reads_without_holding_up_the_pool)
  * both get the error, and the frame is left to nobody */
 Test(buf, a_failed_read_fails_its_waiters_too)
 {
-	static io_backend be;
-	be = *io_posix_backend();
-	be.pread = gated_pread;
-	io_set_backend(&be);
+	install_gate();
 	open_all(1024, 0);
 	pages_on_disk(10, 1024);
 	cr_assert_eq(su_raw_flip(datapath, 7 * PS + 100, 0x40), 0);
-	gate_off = 7 * PS;
 	struct getter a = {.pgno = 7}, b = {.pgno = 7};
 	pthread_t ta, tb;
-	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
-	pthread_mutex_lock(&gate_mu);
-	while (!gate_waiting)
-		pthread_cond_wait(&gate_cv, &gate_mu);
-	pthread_mutex_unlock(&gate_mu);
+	start_held_read(&a, &ta);
 	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
 	(void)finished(&b, 100);
-	pthread_mutex_lock(&gate_mu);
-	gate_open = 1;
-	pthread_cond_broadcast(&gate_cv);
-	pthread_mutex_unlock(&gate_mu);
+	open_gate();
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
 	cr_assert(a.rc == TP_ECORRUPT && b.rc == TP_ECORRUPT, "rc %d %d", a.rc, b.rc);
