@@ -119,7 +119,7 @@ struct log_mgr {
 	pthread_cond_t gcv;   /* a committer joined the group */
 	uint64_t flush_ns;    /* moving average of write+sync time */
 	int last_group;       /* committers covered by the last flush */
-	uint64_t unsynced;    /* 1 + a segment holding written, unsynced bytes (the flusher's) */
+	uint64_t unsynced;    /* 1 + a segment holding written, unsynced bytes (the flusher's; set under mu) */
 	uint64_t written;     /* bytes below are in the files */
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
@@ -230,9 +230,15 @@ static int segf_get(log_mgr *lg, uint64_t idx, io_file **out)
 			break;
 		}
 		/* evict the oldest segment: the least likely to be read, and never
-		 * one the flusher may be writing (at or past the durable point) */
-		if ((!lg->flushing || lg->files[i].idx < lg->durable / lg->seg) &&
-		    (victim < 0 || lg->files[i].idx < lg->files[victim].idx))
+		 * one the flusher may be writing or has left unsynced (L9).  (Not
+		 * "below the durable point": spills write and sync segments
+		 * without moving it, and a writer that logs faster than it
+		 * commits then found every cached segment above it: EMFILE, a
+		 * panicked log, EIO on a disk far from full.) */
+		uint64_t k = lg->files[i].idx;
+		int busy = (lg->flushing && k >= lg->f_lsn / lg->seg && k <= lg->f_end / lg->seg) ||
+			   (lg->unsynced && k == lg->unsynced - 1);
+		if (!busy && (victim < 0 || k < lg->files[victim].idx))
 			victim = i;
 	}
 	if (victim < 0) {
@@ -482,6 +488,15 @@ static int seg_sync(log_mgr *lg, uint64_t k)
 	return 0;
 }
 
+/* The flusher's unsynced segment (L9): changed under mu, which segf_get
+ * reads it under; the flusher alone changes it, so it reads it freely. */
+static void set_unsynced(log_mgr *lg, uint64_t v)
+{
+	pthread_mutex_lock(&lg->mu);
+	lg->unsynced = v;
+	pthread_mutex_unlock(&lg->mu);
+}
+
 static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t b, int sync)
 {
 	int rc = 0;
@@ -492,7 +507,7 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 	if (lg->unsynced && (a >= b || lg->unsynced - 1 < a / lg->seg)) {
 		if ((rc = seg_sync(lg, lg->unsynced - 1)) != 0)
 			return rc;
-		lg->unsynced = 0;
+		set_unsynced(lg, 0);
 	}
 	for (uint64_t k = a / lg->seg; a < b && k <= last; k++) {
 		uint64_t lo = a > k * lg->seg + LOG_SEG_HDR ? a : k * lg->seg + LOG_SEG_HDR;
@@ -509,13 +524,13 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 			return util_err(rc, "%s: log write failed: %s", io_path(f), strerror(rc));
 		io_point("log.flush.written");
 		if (!sync && k == last) { /* a buffer spilled: synced by the next flush */
-			lg->unsynced = k + 1;
+			set_unsynced(lg, k + 1);
 			break;
 		}
 		if ((rc = io_sync(f)) != 0)
 			return util_err(rc, "%s: log sync failed: %s", io_path(f), strerror(rc));
 		if (lg->unsynced == k + 1)
-			lg->unsynced = 0;
+			set_unsynced(lg, 0);
 	}
 	return 0;
 }

@@ -366,6 +366,33 @@ Test(log, segments_preallocated_and_padded)
 	log_close(lg);
 }
 
+/* A writer that logs far more than it syncs: buffer spills write (and
+ * sync, segment by segment) without moving the durable point, across more
+ * segments than the log keeps open.  The cache of open segments must still
+ * find one to close (it once looked only below the durable point: EMFILE,
+ * a panicked log). */
+Test(log, spills_across_more_segments_than_are_kept_open)
+{
+	enum { N = 500 };
+	static exp_rec v[N];
+	log_mgr *lg = create_open();
+	for (size_t i = 0; i < N; i++) { /* about 23 segments, never flushed */
+		memset(&v[i], 0, sizeof v[i]);
+		v[i].txid = 9;
+		v[i].pgno = LOG_NOPAGE;
+		v[i].type = 6;
+		v[i].len = 3000;
+		v[i].seed = (uint32_t)i;
+		put_exp(lg, &v[i]);
+	}
+	cr_assert_gt(log_end(lg) / SEG, 20);
+	cr_assert_eq(log_flush(lg, log_end(lg) - 1), 0, "%s", tp_errmsg());
+	cr_assert_eq(log_close(lg), 0);
+	lg = open_log(LOG_SEG_HDR);
+	scan_all(lg, LOG_SEG_HDR, v, N);
+	log_close(lg);
+}
+
 Test(log, record_sizes_at_the_limit)
 {
 	log_mgr *lg = create_open();
