@@ -413,6 +413,12 @@ static int put_locked(log_mgr *lg, log_rec *r)
 	if (!lg->readonly && end / lg->seg != start / lg->seg &&
 	    (rc = seg_ready(lg, end / lg->seg, r->flags & LOG_RESERVE)) != 0)
 		return rc;
+	/* L8: a reserve record may have entered the spare segment when the
+	 * next could not be made; ordinary records then need that next one,
+	 * or they would use up the room rollbacks are promised */
+	if (!lg->readonly && !(r->flags & LOG_RESERVE) && lg->max_seg <= end / lg->seg &&
+	    (rc = seg_ensure(lg, end / lg->seg)) != 0)
+		return util_err(rc, "%s: cannot create log segment: %s", lg->dir, strerror(rc));
 	if (pad) { /* pad to the end of the segment */
 		unsigned char *b = lg->buf + (pos - lg->buf_lsn);
 		memset(b, 0, pad + LOG_SEG_HDR);

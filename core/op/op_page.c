@@ -375,7 +375,9 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 	unsigned char arg[2];
 	buf_page *pg;
 	int rc;
-	if ((rc = alloc_bit(t, tm, 0, pgno)) != 0)
+	/* disk space for the page now, so that a full disk fails this
+	 * allocation (and its transaction) rather than a later write-back */
+	if ((rc = alloc_bit(t, tm, 0, pgno)) != 0 || (rc = buf_reserve(bp, *pgno + 1)) != 0)
 		return rc;
 	/* the new page's old contents do not matter: it is rebuilt whole */
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)

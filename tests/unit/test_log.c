@@ -939,6 +939,36 @@ Test(log, failed_sync_panics)
 	log_close(lg);
 }
 
+/* L8 on a full disk: once no segment can be made, a reserve record (a
+ * rollback's) may still enter the spare segment; after that, ordinary
+ * records are refused with ENOSPC until a new spare exists, so the spare
+ * stays for rollbacks (ordinary records once filled it, and the next
+ * rollback found no room: a panicked log). */
+Test(log, ordinary_records_leave_the_spare_segment_to_rollbacks)
+{
+	static unsigned char big[3000];
+	iosim_install(3);
+	log_mgr *lg = create_open();
+	iosim_fault_at(iosim_calls() + 1, IOSIM_FAULT_ENOSPC, 1); /* no segment can be made */
+	log_rec r = {.txid = 1, .pgno = LOG_NOPAGE, .type = 6, .len = sizeof big, .data = big};
+	int rc = 0;
+	while (log_end(lg) < 2 * SEG && (rc = log_put(lg, &r)) == 0)
+		;
+	cr_assert_eq(rc, ENOSPC, "entering segment 1 needs the spare 2: rc %d", rc);
+	cr_assert_lt(log_end(lg), SEG);
+	r.flags = LOG_RESERVE | LOG_CLR;
+	cr_assert_eq(log_put(lg, &r), 0, "a rollback's record enters the spare: %s", tp_errmsg());
+	cr_assert_geq(r.lsn, SEG);
+	r.flags = 0;
+	cr_assert_eq(log_put(lg, &r), ENOSPC, "an ordinary record took the room left for rollbacks");
+	r.flags = LOG_RESERVE | LOG_CLR;
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(log_put(lg, &r), 0, "rollback record %d: %s", i, tp_errmsg());
+	cr_assert_not(log_panicked(lg));
+	log_close(lg);
+	iosim_uninstall();
+}
+
 Test(log, failed_write_panics)
 {
 	exp_rec v[2];

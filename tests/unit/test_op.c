@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "io.h"
 #include "log.h"
 #include "op.h"
 #include "store_util.h"
@@ -534,6 +535,34 @@ Test(pages, ordered_page_lsn_is_below_what_a_power_cut_leaves_of_the_log)
 	page_image(p, img);
 	cr_assert_eq(memcmp(img + BUF_HDR, "logged", 6), 0, "redo skipped the records of the page's logged life");
 	cr_assert(allocated(p));
+}
+
+/* A logged allocation reserves the page's disk space at once: a full disk
+ * fails the allocation (its transaction rolls back cleanly) instead of a
+ * later write-back, which would panic the store (B5). */
+static int no_room(void *h, uint64_t size)
+{
+	(void)h;
+	(void)size;
+	return ENOSPC;
+}
+
+Test(pages, logged_allocation_on_a_full_disk_fails_cleanly)
+{
+	static io_backend full; /* files keep a pointer to it until closed */
+	full = *io_posix_backend();
+	full.reserve = no_room; /* the page file cannot grow */
+	io_set_backend(&full);
+	open_engine(64);
+	txn *t = begin();
+	uint64_t p;
+	int rc = op_page_alloc(t, 1, &p);
+	cr_assert_eq(rc, ENOSPC, "an allocation past the page file's end on a full disk: rc %d", rc);
+	cr_assert_eq(txn_abort(t), 0, "%s", tp_errmsg());
+	cr_assert_not(log_panicked(E.lg));
+	cr_assert_eq(su_engine_checkpoint(&E), 0, "the store goes on: %s", tp_errmsg());
+	su_engine_crash(&E);
+	io_set_backend(NULL);
 }
 
 /* Every bad argument: TP_EINVAL, nothing logged, nothing changed. */
