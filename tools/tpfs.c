@@ -29,9 +29,11 @@ static const char usage[] =
 	"        (default 4096).  SEGMENT_SIZE: log segment bytes, a multiple of 4096,\n"
 	"        at least 64 KiB (default 16 MiB; suffixes K, M, G).  LOGDIR: keep the\n"
 	"        log in another directory, for example on another device.\n"
-	"  logdump [-f LSN] STORE\n"
+	"  logdump [-f LSN | -a] STORE\n"
 	"        Print every log record from the log start (or from LSN) without\n"
-	"        recovering or changing anything.\n"
+	"        recovering or changing anything.  -a: from as far back as the log\n"
+	"        segment files still hold records, including those before the log\n"
+	"        start that recovery no longer needs (to look into a past crash).\n"
 	"  check [-v] STORE\n"
 	"        Verify a store that is not mounted, read-only: every tree (order,\n"
 	"        fences, links, free space, no page leaked) and the file system (link\n"
@@ -119,8 +121,9 @@ static int cmd_logdump(int argc, char **argv)
 {
 	uint64_t from = 0;
 	int c, rc;
-	while ((c = getopt(argc, argv, "hf:")) != -1) {
+	while ((c = getopt(argc, argv, "haf:")) != -1) {
 		switch (c) {
+		case 'a': from = TP_LOGDUMP_ALL; break;
 		case 'f':
 			if (parse_size(optarg, &from)) {
 				fprintf(stderr, "tpfs logdump: bad LSN '%s'\n", optarg);

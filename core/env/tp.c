@@ -459,7 +459,15 @@ int tp_logdump(const char *path, FILE *out, uint64_t from)
 		sb->version, sb->page_size, sb->seg_size);
 	fprintf(out, "# checkpoint at LSN %" PRIu64 ", log kept from LSN %" PRIu64 ", end at LSN %" PRIu64 "\n",
 		m->ckpt_lsn, m->log_start, log_end(env->lg));
-	if ((rc = log_scan_open(env->lg, from > m->log_start ? from : m->log_start, &s)) == 0) {
+	if (from == TP_LOGDUMP_ALL) {
+		from = log_oldest(env->lg);
+		if (from < m->log_start)
+			fprintf(out, "# from LSN %" PRIu64 ": records below the log start are no longer needed by "
+				     "recovery\n",
+				from);
+	} else if (from < m->log_start)
+		from = m->log_start;
+	if ((rc = log_scan_open(env->lg, from, &s)) == 0) {
 		while ((rc = log_scan_next(s, &r)) == 0) {
 			op_print(out, &r);
 			n++;

@@ -173,8 +173,11 @@ typedef struct tp_stats {
 } tp_stats;
 void tp_stats_get(tp_env *env, tp_stats *s);
 
-/* Inspection: prints every log record from LSN from (0: the log start) in
- * readable form, without recovering or changing anything. */
+/* Inspection: prints every log record from LSN from (0: the log start;
+ * TP_LOGDUMP_ALL: as far back as the segment files still hold records,
+ * before the log start too) in readable form, without recovering or
+ * changing anything. */
+#define TP_LOGDUMP_ALL UINT64_MAX
 int tp_logdump(const char *store, FILE *out, uint64_t from);
 
 /* For tests: pages pinned right now (0 between calls). */

@@ -691,6 +691,19 @@ uint64_t log_start(log_mgr *lg)
 	return s;
 }
 
+uint64_t log_oldest(log_mgr *lg)
+{
+	uint64_t start = log_start(lg), k = start / lg->seg;
+	char path[4096];
+	for (; k > 0; k--) { /* back while the segment before is still a file */
+		seg_name(lg, k - 1, path, sizeof path);
+		if (io_exists(path, NULL) != 0)
+			break;
+	}
+	uint64_t first = k * lg->seg + LOG_SEG_HDR; /* the start's own segment holds older records too */
+	return first < start ? first : start;
+}
+
 void log_panic(log_mgr *lg, int rc, const char *what)
 {
 	pthread_mutex_lock(&lg->mu);

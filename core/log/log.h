@@ -88,6 +88,9 @@ void log_active(log_mgr *lg, int delta);
 uint64_t log_end(log_mgr *lg);      /* LSN the next record gets */
 uint64_t log_durable(log_mgr *lg);  /* every byte below this is durable */
 uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
+/* The oldest LSN whose segment files are all still present: below
+ * log_start, records recovery no longer needs (inspection only). */
+uint64_t log_oldest(log_mgr *lg);
 /* Recycles the segments wholly below keep (they must be unneeded). */
 int log_truncate(log_mgr *lg, uint64_t keep);
 

@@ -209,6 +209,27 @@ Test(logdump, from_an_lsn)
 	free(part.text);
 }
 
+/* TP_LOGDUMP_ALL (`tpfs logdump -a`): records a checkpoint left behind in
+ * the segment files are shown too, from the first segment's first record,
+ * followed by exactly what the plain dump shows. */
+Test(logdump, all_reaches_before_the_log_start)
+{
+	static dump from_start, all;
+	every_type_workload(); /* its checkpoint moves the log start past its first transaction */
+	dump_api(&from_start, 0);
+	dump_api(&all, TP_LOGDUMP_ALL);
+	cr_assert_gt(all.n, from_start.n, "no record before the log start was shown");
+	cr_assert_eq(all.lsn[0], LOG_SEG_HDR, "the dump starts at the first record of the oldest segment");
+	cr_assert_not_null(strstr(all.text, "below the log start"), "the dump says it reaches below the log start");
+	size_t skip = all.n - from_start.n;
+	for (size_t i = 0; i < from_start.n; i++)
+		cr_assert_eq(all.lsn[skip + i], from_start.lsn[i], "record %zu", i);
+	cr_assert_eq(all.count_line, all.n);
+	cr_assert_eq(all.unknown, 0);
+	free(from_start.text);
+	free(all.text);
+}
+
 /* A torn tail is shown as cut, but not cut on disk: dumping is reading. */
 Test(logdump, torn_tail_is_left_alone)
 {
