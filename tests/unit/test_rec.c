@@ -342,6 +342,17 @@ typedef struct rb_arg {
 	const uint64_t *p;
 } rb_arg;
 
+/* Puts the saved store copy back and runs fn in a child under the io
+ * simulator (seed, crash at the k-th sync of its own counting), which must
+ * die in the simulated power cut. */
+static void run_crash_child(void (*fn)(void *), const char *copy, uint64_t seed, uint64_t k, const uint64_t *p)
+{
+	store_restore(copy);
+	rb_arg a = {.store = sdir, .seed = seed, .k = k, .p = p};
+	int ex = su_run_child(fn, &a);
+	cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 " k %" PRIu64 ": child exit %d", seed, k, ex);
+}
+
 static void child_open(const char *dir, size_t cache, tp_env **env)
 {
 	tp_options o;
@@ -406,10 +417,7 @@ Test(rec, crash_during_rollback_is_finished_by_recovery, .timeout = 120)
 	int partial = 0;
 	for (uint64_t seed = 1; seed <= 3; seed++)
 		for (uint64_t k = 1; k <= 8; k++) {
-			store_restore(clean);
-			rb_arg a = {.store = sdir, .seed = seed, .k = k, .p = p};
-			int ex = su_run_child(rollback_child, &a);
-			cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 " k %" PRIu64 ": child exit %d", seed, k, ex);
+			run_crash_child(rollback_child, clean, seed, k, p);
 			uint64_t clrs = count_clrs(sdir);
 			if (clrs > 0 && clrs < RB_PAGES)
 				partial++;
@@ -465,10 +473,7 @@ Test(rec, crash_during_rollback_of_allocations_frees_every_page, .timeout = 120)
 	int points = 0;
 	for (uint64_t seed = 1; seed <= 3; seed++)
 		for (uint64_t k = 1; k <= 12; k++) {
-			store_restore(clean);
-			rb_arg a = {.store = sdir, .seed = seed, .k = k};
-			int ex = su_run_child(alloc_rollback_child, &a);
-			cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 " k %" PRIu64 ": child exit %d", seed, k, ex);
+			run_crash_child(alloc_rollback_child, clean, seed, k, NULL);
 			points++;
 			env = open_env(8);
 			/* every page the loser had is free again: nothing is leaked */
@@ -521,10 +526,7 @@ Test(rec, crash_during_recovery_is_finished_by_the_next, .timeout = 120)
 	store_save(crashed, sizeof crashed, "crashed");
 	int crashes = 0;
 	for (uint64_t k = 1; k <= 12; k++) {
-		store_restore(crashed);
-		rb_arg a = {.store = sdir, .seed = k, .k = k};
-		int ex = su_run_child(recovery_child, &a);
-		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "k %" PRIu64 ": child exit %d", k, ex);
+		run_crash_child(recovery_child, crashed, k, k, NULL);
 		crashes++;
 		env = open_env(8);
 		su_snap s1 = snap(env, RB_PAGES + 4);
@@ -567,10 +569,7 @@ Test(rec, torn_page_is_rebuilt_from_its_image, .timeout = 120)
 	su_path(data, sizeof data, sdir, "data");
 	int torn = 0;
 	for (uint64_t seed = 1; seed <= 12; seed++) {
-		store_restore(clean);
-		rb_arg a = {.store = sdir, .seed = seed, .p = p};
-		int ex = su_run_child(torn_child, &a);
-		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "seed %" PRIu64 ": child exit %d", seed, ex);
+		run_crash_child(torn_child, clean, seed, 0, p);
 		unsigned char pg[4096];
 		cr_assert_eq(su_raw_read(data, p[0] * 4096, pg, sizeof pg, NULL), 0);
 		if (util_get32(pg) != util_crc32c(0, pg + 4, 4092))
