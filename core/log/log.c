@@ -61,9 +61,11 @@
  *       syncs it later); an unsynced segment is synced before any later
  *       segment is written, so L4's "valid after invalid means corruption"
  *       still holds.
- *   L8  Ordinary records enter a segment only when a spare exists after it;
- *       so when the disk fills, an append fails cleanly (ENOSPC, nothing
- *       changed) and a spare segment is left for rollbacks (LOG_RESERVE).
+ *   L8  An ordinary record is appended only while a spare segment exists
+ *       after the one it ends in (a reserve record may have entered the
+ *       spare when no new one could be made); so when the disk fills, an
+ *       append fails cleanly (ENOSPC, nothing changed) and the spare is
+ *       left for rollbacks and checkpoints (LOG_RESERVE).
  *   L10 Before any bytes are written to a segment file, the barrier set by
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is

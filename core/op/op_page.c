@@ -34,8 +34,9 @@
  * from the log's end instead (the first version) could exceed what a
  * power cut left of the log: the log restarted below it, and the page's
  * next logged life got LSNs its on-disk image already claimed, so redo
- * skipped them (fscrash powercut_random found it).  A torn ordered page whose transaction committed cannot
- * be rebuilt: its checksum fails and the error names it.
+ * skipped them (fscrash powercut_random found it).  A torn ordered page
+ * whose transaction committed cannot be rebuilt: its checksum fails and
+ * the error names it.
  *
  * Undo: PAGE_SET's is a PAGE_SET of the before-image; ALLOC and FREE undo
  * each other on one bit (never a byte image: other transactions' bits in
@@ -405,12 +406,15 @@ int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
 	 * pool holds the page; when it does not, the page was written after its
 	 * last record was durable (B1), and NOREAD left the LSN 0. */
 	log_mgr *lg = txn_mgr_log(tm);
-	uint64_t prev = buf_page_lsn(pg);
-	if (prev && prev + 1 >= log_durable(lg) && (rc = log_flush(lg, prev)) != 0) {
-		buf_put(bp, pg);
-		return rc;
+	uint64_t prev = buf_page_lsn(pg), durable = log_durable(lg);
+	if (prev && prev + 1 >= durable) {
+		if ((rc = log_flush(lg, prev)) != 0) {
+			buf_put(bp, pg);
+			return rc;
+		}
+		durable = log_durable(lg);
 	}
-	uint64_t lsn = log_durable(lg) - 1;
+	uint64_t lsn = durable - 1;
 	memset(buf_data(pg), 0, buf_page_size(bp));
 	util_put16(buf_data(pg) + 4, type);
 	buf_dirty(bp, pg, lsn);
