@@ -32,7 +32,7 @@
  *       directory's delta (link count, mtime/ctime) to the directory's
  *       committed record, which other transactions may have changed
  *       meanwhile (they held IX too), then frees orphans no longer
- *       referenced.  It commits durably (TP_COMMIT without NOSYNC); any
+ *       referenced.  It commits durably (tp_commit_held, X6); any
  *       failure aborts the engine transaction: nothing applied.
  *   X4  After commit or abort the transaction leaves the table before its
  *       cache invalidations are sent, so a member call waiting for tx->mu
@@ -40,10 +40,13 @@
  *   X5  A wait for a transaction's lock never lasts while that transaction
  *       is itself stuck in the kernel behind the waiting request
  *       (fs_tx_watch, fs.h): such waits are cancelled.
- *   X6  A commit's invalidations are sent after its records are written
- *       and before its engine commit releases the "I" locks, so no plain
- *       call can read (and the kernel cache) the new state of one file
- *       while another still shows the old one from a warm cache.  The wait
+ *   X6  A commit's invalidations are sent once its commit record is
+ *       durable and before its engine commit releases the "I" locks
+ *       (tp_commit_held: no early release), so no plain call can read (and
+ *       the kernel cache) the new state of one file while another still
+ *       shows the old one from a warm cache, and nothing a non-member sees
+ *       can be lost by a crash (random_crash saw a commit that a kill -9
+ *       before the flush took back, when the push came first).  The wait
  *       for them is bounded (notify_before_release): X4's exception.  A
  *       small file that did not shrink first gets its new content stored
  *       in the kernel's page cache, which sets the kernel's size: a read
@@ -454,15 +457,11 @@ static void *inval_thread(void *arg)
  * blocked on those very locks holds (a read filling that page): the wait
  * here is bounded, and past it the commit goes on and releases its locks,
  * the thread finishing the invalidations after (atomic then only for what
- * was invalidated before).  1: done or handed over; 0: not done. */
+ * was invalidated before). */
 #define INVAL_WAIT_NS 20000000ll
 
-static int notify_before_release(fs_tx *tx, inval_job *j) /* j: made before the apply (job_sizes); taken */
+static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job_contents; taken */
 {
-	fs *f = tx->f;
-	if (!j)
-		return 0;
-	job_contents(tx, j);
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_nsec += INVAL_WAIT_NS;
@@ -481,7 +480,23 @@ static int notify_before_release(fs_tx *tx, inval_job *j) /* j: made before the 
 		__atomic_add_fetch(&f->ctr.inval_late, 1, __ATOMIC_RELAXED);
 	job_put(f, j);
 	pthread_mutex_unlock(&f->imu);
-	return 1;
+}
+
+/* tp_commit_held's callback: the commit is durable, its locks still held. */
+struct held_push {
+	fs *f;
+	inval_job *j;
+	int done;
+};
+
+static void push_held(void *arg)
+{
+	struct held_push *h = arg;
+	if (!h->j)
+		return;
+	notify_before_release(h->f, h->j);
+	h->j = NULL;
+	h->done = 1;
 }
 
 /* ---- member calls (X1, X2) ---- */
@@ -773,18 +788,18 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 	if (inv)
 		job_sizes(tx, inv);
 	rc = apply(tx);
-	int invalidated = 0;
-	if (rc == 0)
-		invalidated = notify_before_release(tx, inv);
-	else
-		job_free(inv);
+	struct held_push push = {f, inv, 0};
+	if (rc == 0 && inv)
+		job_contents(tx, inv);
 	pthread_mutex_lock(&tx->tmu);
-	if (rc == 0)
-		rc = tp_commit(tx->t, 0); /* durable on return */
+	if (rc == 0) /* durable on return; X6 between durable and the release */
+		rc = tp_commit_held(tx->t, push_held, &push);
 	else
 		(void)tp_abort(tx->t);
 	tx->t = NULL;
 	pthread_mutex_unlock(&tx->tmu);
+	job_free(push.j); /* not pushed: the apply or the commit failed */
+	int invalidated = push.done;
 	ws = tx->ws;
 	tx->ws = NULL;
 	__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);

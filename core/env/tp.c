@@ -349,6 +349,16 @@ int tp_commit(tp_txn *t, int flags)
 	return rc;
 }
 
+int tp_commit_held(tp_txn *t, void (*held)(void *arg), void *arg)
+{
+	tp_env *env = t->env;
+	int rc = txn_commit_held(t->t, held, arg);
+	handle_unlink(t);
+	if (!rc)
+		maybe_checkpoint(env);
+	return rc;
+}
+
 int tp_abort(tp_txn *t)
 {
 	int rc = txn_abort(t->t);

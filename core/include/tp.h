@@ -69,6 +69,12 @@ int tp_sync(tp_env *env);
 enum { TP_COMMIT_NOSYNC = 1 }; /* durable at the next log flush, not at return */
 int tp_begin(tp_env *env, tp_txn **out);
 int tp_commit(tp_txn *t, int flags);
+/* A durable commit that keeps the transaction's locks until its commit
+ * record is durable (no early release), then calls held(arg) while they
+ * are still held -- not if the commit failed -- and releases them.  For a
+ * caller that shows a commit outside the engine (a cache) and must not
+ * show anything a crash could still take back. */
+int tp_commit_held(tp_txn *t, void (*held)(void *arg), void *arg);
 int tp_abort(tp_txn *t);
 uint64_t tp_txn_id(const tp_txn *t);
 

@@ -31,6 +31,10 @@
  *       still acknowledged in log order: a flush covering a commit covers
  *       every commit logged before it, and a read-only transaction waits
  *       until the log is durable up to where it was when it committed.
+ *       txn_commit_held opts out: its locks last until the record is
+ *       durable, for callers that show the commit where no later commit
+ *       record guards it (the file system's kernel caches, a reply to a
+ *       plain read that logs nothing).
  *   T8  Ordered data (op.h): a page registered with txn_note_ordered is
  *       written and the page file synced by the log's barrier, before any
  *       log bytes appended after the registration reach a file (L10).  So
@@ -549,7 +553,9 @@ void txn_lock_timeout(txn *t, uint32_t ms) { lock_set_timeout(t->locks, ms); }
 
 lock_owner *txn_locker(txn *t) { return t->locks; }
 
-int txn_commit(txn *t, int nosync)
+/* held: NULL for T7's early release; else the commit holds its locks
+ * until the commit record is durable, calls held(arg), then releases. */
+static int commit(txn *t, int nosync, void (*held)(void *), void *arg)
 {
 	txn_mgr *tm = t->tm;
 	int rc = 0;
@@ -562,9 +568,15 @@ int txn_commit(txn *t, int nosync)
 		 * commits whose locks were released early and which are not
 		 * durable yet (T7) */
 		uint64_t seen = log_end(tm->lg);
-		lock_release_all(t->locks);
+		if (!held)
+			lock_release_all(t->locks);
 		if (!nosync && seen > log_durable(tm->lg))
 			rc = log_commit_flush(tm->lg, seen - 1);
+		if (held) {
+			if (rc == 0)
+				held(arg);
+			lock_release_all(t->locks);
+		}
 		txn_free(t);
 		return rc;
 	}
@@ -581,19 +593,29 @@ int txn_commit(txn *t, int nosync)
 	/* T7: early lock release -- the commit record is in the log buffer, so
 	 * any transaction that now reads our changes logs its own commit after
 	 * ours and is acknowledged only once ours is durable too */
-	lock_release_all(t->locks);
+	if (!held)
+		lock_release_all(t->locks);
 	if (!nosync && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
 			     "its outcome is decided by recovery at the next open",
 			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
 	else
 		io_point("txn.commit.durable");
+	if (held) {
+		if (rc == 0)
+			held(arg);
+		lock_release_all(t->locks);
+	}
 	pthread_mutex_lock(&tm->mu);
 	tm->commits++;
 	pthread_mutex_unlock(&tm->mu);
 	txn_free(t);
 	return rc;
 }
+
+int txn_commit(txn *t, int nosync) { return commit(t, nosync, NULL, NULL); }
+
+int txn_commit_held(txn *t, void (*held)(void *), void *arg) { return commit(t, 0, held, arg); }
 
 static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
 {
