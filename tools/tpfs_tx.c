@@ -26,17 +26,30 @@
  *       the program may have reopened a file between transactions).  Descriptors
  *       0-2 are left alone: they are usually shared with the shell, whose
  *       offset a reopened copy would no longer move.
+ *   C6  A handle a begin put on a descriptor stays the daemon's transaction
+ *       kind (direct I/O, opened by a member) for good: later transactions
+ *       of the process take it as theirs.  So the begin keeps a hidden
+ *       duplicate of it (close-on-exec, from descriptor KEEP_FD_MIN up),
+ *       and a later begin does not reopen a descriptor that still holds
+ *       that very handle (kcmp(2), KCMP_FILE): a program that keeps its
+ *       files open pays no round trip for them after its first
+ *       transaction.  A descriptor closed or given another handle since is
+ *       reopened as before; a duplicate whose descriptor no longer holds
+ *       its handle is closed at the next begin, commit or abort.
  */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/kcmp.h>
 #include <linux/limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -232,8 +245,69 @@ static int cached_stat(int dirfd, const char *path, int flags, struct stat *st)
 	return 0;
 }
 
-/* The regular files of the mount open on descriptors >= 3; a malloc'ed
- * array (NULL, 0: none). */
+/* C6: the descriptors begins reopened, each with its hidden duplicate. */
+#define KEEP_FD_MIN 512
+static struct kept {
+	int fd, dup;
+} kept[OWN_MAX];
+static int nkept;
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int same_handle(int a, int b)
+{
+	pid_t p = getpid();
+	return syscall(SYS_kcmp, (long)p, (long)p, (long)KCMP_FILE, (long)a, (long)b) == 0;
+}
+
+/* Closes the duplicates whose descriptor holds another handle now. */
+static void kept_sweep(void)
+{
+	pthread_mutex_lock(&kept_mu);
+	for (int i = 0; i < nkept;)
+		if (same_handle(kept[i].fd, kept[i].dup)) {
+			i++;
+		} else {
+			close(kept[i].dup);
+			kept[i] = kept[--nkept];
+		}
+	pthread_mutex_unlock(&kept_mu);
+}
+
+/* 1 if fd needs no reopen (it holds its kept handle) or is a duplicate. */
+static int kept_skip(int fd)
+{
+	int r = 0;
+	pthread_mutex_lock(&kept_mu);
+	for (int i = 0; i < nkept && !r; i++)
+		r = kept[i].dup == fd || (kept[i].fd == fd && same_handle(fd, kept[i].dup));
+	pthread_mutex_unlock(&kept_mu);
+	return r;
+}
+
+static void kept_add(int fd)
+{
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, KEEP_FD_MIN);
+	if (dup < 0)
+		return; /* (then reopened at every begin) */
+	pthread_mutex_lock(&kept_mu);
+	int i = 0;
+	while (i < nkept && kept[i].fd != fd)
+		i++;
+	if (i < nkept)
+		close(kept[i].dup);
+	else if (nkept < OWN_MAX)
+		nkept++;
+	else
+		i = -1;
+	if (i >= 0)
+		kept[i] = (struct kept){fd, dup};
+	else
+		close(dup);
+	pthread_mutex_unlock(&kept_mu);
+}
+
+/* The regular files of the mount open on descriptors >= 3 that need a
+ * reopen (C5, C6); a malloc'ed array (NULL, 0: none). */
 static own_file *own_files(const char *mount, int *n)
 {
 	struct stat mst, st;
@@ -249,7 +323,7 @@ static own_file *own_files(const char *mount, int *n)
 	while ((e = readdir(d)) != NULL && *n < OWN_MAX) {
 		char *end, link[64];
 		long fd = strtol(e->d_name, &end, 10);
-		if (*end || fd < 3 || fd == dfd || cached_stat((int)fd, "", AT_EMPTY_PATH, &st) != 0 ||
+		if (*end || fd < 3 || fd == dfd || kept_skip((int)fd) || cached_stat((int)fd, "", AT_EMPTY_PATH, &st) != 0 ||
 		    st.st_dev != mst.st_dev || !S_ISREG(st.st_mode))
 			continue;
 		if (!v && !(v = malloc(OWN_MAX * sizeof *v)))
@@ -303,8 +377,9 @@ static void reopen_own(const own_file *o)
 	int nfd = open(o->path, keep | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
 	if (nfd < 0)
 		return; /* (unlinked, renamed, no permission any more) */
-	if (fd_ino(nfd) == (unsigned long long)o->ino && (off < 0 || lseek(nfd, off, SEEK_SET) == off))
-		(void)dup3(nfd, o->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	if (fd_ino(nfd) == (unsigned long long)o->ino && (off < 0 || lseek(nfd, off, SEEK_SET) == off) &&
+	    dup3(nfd, o->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+		kept_add(o->fd); /* C6 */
 	close(nfd);
 }
 
@@ -319,6 +394,7 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 	}
 	snprintf(name, sizeof name, TPFS_TX_BEGIN "%ld", (long)(pid ? pid : getpid()));
 	int nown = 0;
+	kept_sweep();
 	own_file *own = pid == 0 || pid == getpid() ? own_files(mount, &nown) : NULL; /* C5 */
 	rc = request(mount, name, text, sizeof text);
 	if (rc == 0 && tpfs_tx_answer_id(text, &v) != 0) {
@@ -337,11 +413,13 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 
 int tpfs_tx_commit(const char *mount, char *msg, size_t msgsize)
 {
+	kept_sweep();
 	return request(mount, TPFS_TX_COMMIT, msg, msgsize);
 }
 
 int tpfs_tx_abort(const char *mount, char *msg, size_t msgsize)
 {
+	kept_sweep();
 	return request(mount, TPFS_TX_ABORT, msg, msgsize);
 }
 

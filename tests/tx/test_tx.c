@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -2146,8 +2147,29 @@ Test(tx, prejoin_handle_stays_outside, .timeout = 60)
  * descriptors -- they were opened outside every transaction, and
  * tpfs_tx_begin reopens them so that its writes are the transaction's:
  * invisible until the commit, gone at an abort, offsets kept. */
+/* A request count of the daemon's statistics (tpfs.stats: "  NAME  N"). */
+static uint64_t stat_count(const char *name)
+{
+	static char buf[16384];
+	ssize_t n = getxattr(g_m.mnt, "tpfs.stats", buf, sizeof buf - 1);
+	cr_assert(n > 0, "getxattr tpfs.stats of %s: %s", g_m.mnt, strerror(errno));
+	buf[n] = 0;
+	for (char *l = buf; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char k[64];
+		unsigned long long v;
+		if (sscanf(l, " %63s %llu", k, &v) == 2 && !strcmp(k, name))
+			return v;
+	}
+	cr_assert(0, "tpfs.stats has no count \"%s\"", name);
+	return 0;
+}
+
 Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 {
+	static const char *const words[3] = {"ROUND-ONE", "ROUND-TWO", "ROUND-3RD"};
+	static const char *const before[3] = {"committed", "ROUND-ONE", "ROUND-ONE"};
+	static const char *const after[3] = {"ROUND-ONE", "ROUND-ONE", "ROUND-3RD"};
+	uint64_t opens[4];
 	int p[2], q[2];
 	start();
 	put("f", "committed");
@@ -2161,17 +2183,21 @@ Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 		int fd = open(mp("f"), O_RDWR | O_CLOEXEC);
 		if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 			_exit(2);
-		for (int round = 0; round < 2; round++) {
+		for (int round = 0; round < 3; round++) {
+			if (round == 2) { /* a new handle, opened outside: reopened again (C6) */
+				close(fd);
+				if ((fd = open(mp("f"), O_RDWR | O_CLOEXEC)) < 0 || lseek(fd, 3, SEEK_SET) != 3)
+					_exit(2);
+			}
 			if (tpfs_tx_begin(g_m.mnt, 0, NULL, msg, sizeof msg) != 0)
 				_exit(3);
 			if (lseek(fd, 0, SEEK_CUR) != 3) /* the offset survived the reopen */
 				_exit(4);
-			if (pwrite(fd, round ? "ROUND-TWO" : "ROUND-ONE", 9, 0) != 9 || pread(fd, b, 9, 0) != 9 ||
-			    memcmp(b, round ? "ROUND-TWO" : "ROUND-ONE", 9))
+			if (pwrite(fd, words[round], 9, 0) != 9 || pread(fd, b, 9, 0) != 9 || memcmp(b, words[round], 9))
 				_exit(5);
 			if (write(p[1], "w", 1) != 1 || read(q[0], b, 1) != 1) /* the parent looks */
 				_exit(6);
-			int rc = round ? tpfs_tx_abort(g_m.mnt, msg, sizeof msg) : tpfs_tx_commit(g_m.mnt, msg, sizeof msg);
+			int rc = round == 1 ? tpfs_tx_abort(g_m.mnt, msg, sizeof msg) : tpfs_tx_commit(g_m.mnt, msg, sizeof msg);
 			if (rc != 0)
 				_exit(7);
 			if (write(p[1], "e", 1) != 1 || read(q[0], b, 1) != 1)
@@ -2183,7 +2209,7 @@ Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 	close(q[0]);
 	g_kids[g_nkids++] = c;
 	char b, buf[64];
-	for (int round = 0; round < 2; round++) {
+	for (int round = 0; round < 3; round++) {
 		if (read(p[0], &b, 1) != 1 || b != 'w') {
 			int st = 0;
 			waitpid(c, &st, 0);
@@ -2192,18 +2218,28 @@ Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 				     "lost, 5 I/O)",
 				  round + 1, st);
 		}
+		opens[round] = stat_count("open");
 		nm_read("f", buf, sizeof buf);
-		cr_expect(!strcmp(buf, round ? "ROUND-ONE" : "committed"),
+		cr_expect(!strcmp(buf, before[round]),
 			  "round %d: a non-member reads f as \"%s\" before the end of the transaction, expected \"%s\" (a "
 			  "write through a descriptor opened before tpfs_tx_begin escaped the transaction)",
-			  round + 1, buf, round ? "ROUND-ONE" : "committed");
+			  round + 1, buf, before[round]);
 		cr_assert(write(q[1], "k", 1) == 1);
-		cr_assert(read(p[0], &b, 1) == 1 && b == 'e', "the program's %s failed", round ? "abort" : "commit");
+		cr_assert(read(p[0], &b, 1) == 1 && b == 'e', "the program's %s failed", round == 1 ? "abort" : "commit");
 		nm_read("f", buf, sizeof buf);
-		cr_expect(!strcmp(buf, "ROUND-ONE"), "round %d: f reads \"%s\" after the %s, expected \"ROUND-ONE\"",
-			  round + 1, buf, round ? "abort" : "commit");
+		cr_expect(!strcmp(buf, after[round]), "round %d: f reads \"%s\" after the %s, expected \"%s\"", round + 1,
+			  buf, round == 1 ? "abort" : "commit", after[round]);
 		cr_assert(write(q[1], "k", 1) == 1);
 	}
+	/* C6: the handle the first begin put there served the second
+	 * transaction without a reopen; the third begin reopened the new one
+	 * (each nm_read above opens f once too) */
+	cr_expect(opens[1] - opens[0] == 2, "round 2's begin opened f again (%" PRIu64 " opens between the rounds, 2 are "
+					   "the non-member's): the kept handle was not recognized",
+		  opens[1] - opens[0]);
+	cr_expect(opens[2] - opens[1] >= 4, "round 3's begin did not reopen a descriptor opened outside (%" PRIu64
+					    " opens between the rounds)",
+		  opens[2] - opens[1]);
 	int st;
 	waitpid(c, &st, 0);
 	g_kids[g_nkids - 1] = 0;
