@@ -16,7 +16,11 @@
  * and generation of the transaction table, and checked against the
  * thread's start time when the entry is older than CACHE_TRUST_NS (a pid
  * cannot be reused within that time: it would take pid_max, 4 million,
- * process creations).
+ * process creations).  The ancestry read from /proc is cached with it: a
+ * new generation (every begin and commit makes one) is decided again from
+ * it while it is younger than CACHE_TRUST_NS, and begin, commit and abort
+ * find their caller's chain there too.  (A chain goes stale only when an
+ * ancestor dies; what L2 does then is late by at most that long.)
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -98,12 +102,26 @@
 
 #define CACHE_TRUST_NS 500000000ull
 
+typedef struct proc {
+	pid_t pid, ppid, pgid, sid;
+	uint64_t start;
+	char comm[32];
+} proc;
+
+/* A thread's cached answer (valid for generation gen of the table) and
+ * its process's ancestry, read from /proc at checked_ns: a new generation
+ * is answered from the ancestry while it is younger than CACHE_TRUST_NS,
+ * without reading /proc again (begin and commit change the generation). */
+#define CHAIN_CACHE 12
 typedef struct cache_ent {
 	pid_t tid;
 	uid_t uid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
 	int refuse;                /* an orphaned member (L2): its calls fail */
+	int answered;              /* uid, gen, txid and refuse are an answer */
 	uint64_t checked_ns;       /* when start was last read from /proc */
+	int n;                     /* chain[0..n-1] from /proc (0: not kept: deeper) */
+	proc chain[CHAIN_CACHE];
 } cache_ent;
 
 static uint64_t mono_ns(void)
@@ -179,12 +197,6 @@ struct fsd_txs {
 };
 
 /* ---- processes ---- */
-
-typedef struct proc {
-	pid_t pid, ppid, pgid, sid;
-	uint64_t start;
-	char comm[32];
-} proc;
 
 /* /proc/PID/stat: "pid (comm) state ppid ... starttime(22) ..." */
 static int proc_read(pid_t pid, proc *p)
@@ -320,6 +332,45 @@ static void seen_add(struct fsd_txs *x, const proc *p, uint64_t txid)
 		x->seen[x->nseen++] = (seen_ent){.pid = p->pid, .start = p->start, .txid = txid};
 }
 
+/* Under x->mu: keeps tid's chain (n entries, read from /proc now) and the
+ * thread's start time. */
+static void chain_keep(cache_ent *e, pid_t tid, uint64_t start, const proc *chain, int n, uint64_t now)
+{
+	if (e->tid != tid) {
+		e->tid = tid;
+		e->answered = 0;
+	}
+	e->start = start; /* the thread's (0: unknown) */
+	e->checked_ns = now;
+	e->n = n <= CHAIN_CACHE ? n : 0;
+	memcpy(e->chain, chain, (size_t)e->n * sizeof *chain);
+}
+
+/* The ancestry of thread tid (ancestry()), from the cache while it is
+ * younger than CACHE_TRUST_NS: a process's parents change only when one
+ * dies, and L2 bounds what a stale chain can do. */
+static int chain_of(fsd *d, pid_t tid, proc *chain, int *n)
+{
+	struct fsd_txs *x = d->txs;
+	uint64_t now = mono_ns();
+	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
+	pthread_mutex_lock(&x->mu);
+	if (tid > 0 && e->tid == tid && e->n && now - e->checked_ns < CACHE_TRUST_NS) {
+		*n = e->n;
+		memcpy(chain, e->chain, (size_t)e->n * sizeof *chain);
+		pthread_mutex_unlock(&x->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&x->mu);
+	int rc = ancestry(tid, chain, n);
+	if (rc == 0 && *n) {
+		pthread_mutex_lock(&x->mu);
+		chain_keep(e, tid, 0, chain, *n, now);
+		pthread_mutex_unlock(&x->mu);
+	}
+	return rc;
+}
+
 static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 {
 	struct fsd_txs *x = d->txs;
@@ -331,28 +382,36 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 		return NULL;
 	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&x->mu);
-	if (e->tid == tid && e->uid == uid && e->gen == gen && now - e->checked_ns < CACHE_TRUST_NS) {
+	int fresh = e->tid == tid && now - e->checked_ns < CACHE_TRUST_NS;
+	if (fresh && e->answered && e->uid == uid && e->gen == gen) {
 		uint64_t id = e->txid;
 		*refuse = e->refuse;
 		pthread_mutex_unlock(&x->mu);
 		return id ? fs_tx_by_id(d->fs, id) : NULL;
 	}
-	pthread_mutex_unlock(&x->mu);
-	if (proc_read(tid, &self) != 0)
-		return NULL;
-	pthread_mutex_lock(&x->mu);
-	if (e->tid == tid && e->uid == uid && e->start == self.start && e->gen == gen) {
-		e->checked_ns = now;
-		uint64_t id = e->txid;
-		*refuse = e->refuse;
-		pthread_mutex_unlock(&x->mu);
-		return id ? fs_tx_by_id(d->fs, id) : NULL;
+	int have = fresh && e->n; /* a new generation: decided again from the kept chain */
+	if (have) {
+		n = e->n;
+		memcpy(chain, e->chain, (size_t)n * sizeof *chain);
 	}
 	pthread_mutex_unlock(&x->mu);
-	fs_tx *tx = NULL;
+	if (!have) {
+		if (proc_read(tid, &self) != 0)
+			return NULL;
+		pthread_mutex_lock(&x->mu);
+		if (e->tid == tid && e->answered && e->uid == uid && e->start == self.start && e->gen == gen) {
+			e->checked_ns = now;
+			uint64_t id = e->txid;
+			*refuse = e->refuse;
+			pthread_mutex_unlock(&x->mu);
+			return id ? fs_tx_by_id(d->fs, id) : NULL;
+		}
+		pthread_mutex_unlock(&x->mu);
+		if (ancestry(tid, chain, &n) != 0)
+			n = 0;
+	}
 	int at = 0;
-	if (ancestry(tid, chain, &n) == 0)
-		tx = chain_tx(d, chain, n, &at);
+	fs_tx *tx = n ? chain_tx(d, chain, n, &at) : NULL;
 	int under_bound = tx != NULL;
 	if (tx && uid != 0 && uid != fs_tx_uid(tx)) { /* another user's: not a member */
 		fs_tx_put(tx);
@@ -364,8 +423,12 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 			seen_add(x, &chain[i], fs_tx_id(tx));
 	else if (!under_bound && n && (x->nseen || x->nrules))
 		*refuse = orphaned(d, chain, n);
-	*e = (cache_ent){.tid = tid, .uid = uid, .start = self.start, .gen = gen, .txid = tx ? fs_tx_id(tx) : 0,
-			 .refuse = *refuse, .checked_ns = now};
+	if (!have)
+		chain_keep(e, tid, self.start, chain, n, now);
+	if (e->tid == tid) {
+		e->uid = uid, e->gen = gen, e->txid = tx ? fs_tx_id(tx) : 0, e->refuse = *refuse;
+		e->answered = 1;
+	}
 	pthread_mutex_unlock(&x->mu);
 	if (tx)
 		fs_tx_member(tx, n ? chain[0].pid : tid);
@@ -901,7 +964,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, EROFS, "the file system is mounted read-only");
 		return;
 	}
-	if (ancestry(cx->pid, chain, &n) != 0) {
+	if (chain_of(d, cx->pid, chain, &n) != 0) {
 		answer(req, d, size, ESRCH, "cannot identify the calling process");
 		return;
 	}
@@ -984,7 +1047,7 @@ static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
 	proc chain[MAX_DEPTH];
 	int n;
 	fs_tx *tx = NULL;
-	if (ancestry(cx->pid, chain, &n) == 0)
+	if (chain_of(d, cx->pid, chain, &n) == 0)
 		tx = chain_tx(d, chain, n, NULL);
 	if (!tx) {
 		char msg[600], hist[300];
@@ -1038,7 +1101,7 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	if (by_id) {
 		proc chain[MAX_DEPTH];
 		int n;
-		fs_tx *mine = ancestry(cx->pid, chain, &n) == 0 ? chain_tx(d, chain, n, NULL) : NULL;
+		fs_tx *mine = chain_of(d, cx->pid, chain, &n) == 0 ? chain_tx(d, chain, n, NULL) : NULL;
 		own = mine == tx;
 		fs_tx_put(mine);
 	}
