@@ -699,7 +699,7 @@ static int apply(fs_tx *tx)
 				cap = vl;
 			}
 			if ((rc = ws_node_value(ws, nd, buf, cap, &vl)) != 0 ||
-			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, 0)) != 0)
+			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, TP_PATCH)) != 0)
 				goto out;
 		}
 	/* directories' deltas, on their committed records */

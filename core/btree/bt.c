@@ -922,6 +922,110 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 	return rc;
 }
 
+/* A byte range of an overflow page to change in place. */
+typedef struct patch {
+	uint64_t pgno;
+	uint32_t off, len; /* off: in the page */
+	size_t at;         /* in the value */
+} patch;
+
+#define PATCH_GAP 48 /* bytes alike between two differing runs that one record still covers */
+
+/* The differing runs of page bytes old[0..n) and new[0..n) (value offset
+ * at) appended to *v; the bytes they cover added to *changed. */
+static int diff_runs(uint64_t pgno, const unsigned char *old, const unsigned char *nw, size_t n, size_t at, patch **v,
+		     size_t *nv, size_t *cap, size_t *changed)
+{
+	size_t i = 0;
+	while (i < n) {
+		while (i < n && old[i] == nw[i])
+			i++;
+		if (i == n)
+			break;
+		size_t start = i, end = i + 1, same = 0;
+		for (i = end; i < n && same <= PATCH_GAP; i++)
+			if (old[i] == nw[i]) {
+				same++;
+			} else {
+				same = 0;
+				end = i + 1;
+			}
+		i = end;
+		if (*nv == *cap) {
+			size_t nc = *cap ? 2 * *cap : 8;
+			patch *nvv = realloc(*v, nc * sizeof *nvv);
+			if (!nvv)
+				return ENOMEM;
+			*v = nvv;
+			*cap = nc;
+		}
+		(*v)[(*nv)++] = (patch){.pgno = pgno, .off = (uint32_t)(BT_OVF_HDR + start), .len = (uint32_t)(end - start),
+					.at = at + start};
+		*changed += end - start;
+	}
+	return 0;
+}
+
+/* BT_PATCH: key's value, vlen bytes in overflow pages already, becomes val
+ * by byte-range updates (OP_PAGE_SET: before and after images of just
+ * those bytes) of the pages where the two differ, not by a new chain: a
+ * small change to a large value logs little.  The chain belongs to this key
+ * alone, which t holds X-locked (or, nolock, its caller's lock covers), so
+ * the physical undo of those updates is right wherever the cell has moved
+ * since.  A page that may hold bytes no record has (ordered data) gets a
+ * full-page image logged first (op_page_patch, B12), and one whose
+ * ordered bytes are not written yet is left alone.  EAGAIN: not
+ * applicable (the key absent, its value inline or of another length, most
+ * bytes changed, such a page) -- the caller writes a new chain. */
+static int put_in_place(bt_tree *bt, txn *t, const void *key, size_t klen, const unsigned char *val, size_t vlen)
+{
+	buf_page *pg;
+	int rc, found;
+	if ((rc = leaf_for(bt, key, klen, 0, &pg)) != 0)
+		return rc;
+	const unsigned char *p = buf_data(pg);
+	unsigned slot = bt_search(p, bt->cmp, key, klen, &found);
+	uint64_t pgno = 0;
+	if (found) {
+		const unsigned char *c = bt_ccell(p, slot);
+		if (bt_covf(c) && bt_cvlen(c) == vlen)
+			pgno = util_get64(bt_cpayload(c));
+	}
+	buf_put(bt->bp, pg);
+	if (!pgno)
+		return EAGAIN;
+	patch *v = NULL;
+	size_t nv = 0, cap = 0, changed = 0, done = 0;
+	while (done < vlen && !rc) { /* the runs, and whether every page may take them */
+		if (!pgno) {
+			rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": overflow chain ends %zu bytes short of %zu", bt->root,
+				      vlen - done, vlen);
+			break;
+		}
+		if ((rc = buf_get(bt->bp, pgno, BUF_S, &pg)) != 0)
+			break;
+		p = buf_data(pg);
+		uint32_t n = util_get32(p + BUF_HDR + 8);
+		if (util_get16(p + 4) != BT_PT_OVERFLOW || n > bt->psize - BT_OVF_HDR || n > vlen - done)
+			rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": page %" PRIu64 " is not a valid overflow page",
+				      bt->root, pgno);
+		else if (buf_unwritten(bt->bp, pg))
+			rc = EAGAIN; /* no X latch on it before it is written (B12) */
+		else
+			rc = diff_runs(pgno, p + BT_OVF_HDR, val + done, n, done, &v, &nv, &cap, &changed);
+		uint64_t next = util_get64(p + BUF_HDR);
+		buf_put(bt->bp, pg);
+		done += n;
+		pgno = next;
+	}
+	if (!rc && 2 * changed > vlen)
+		rc = EAGAIN; /* a new chain logs no more */
+	for (size_t i = 0; i < nv && !rc; i++)
+		rc = op_page_patch(t, v[i].pgno, v[i].off, val + v[i].at, v[i].len);
+	free(v);
+	return rc;
+}
+
 int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, size_t vlen, int flags)
 {
 	unsigned char *cell, *old = NULL;
@@ -936,6 +1040,9 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 	if ((rc = lock_key(bt, t, key, klen, LOCK_X)) != 0)
 		return rc;
 	int inline_val = BT_CELL_HDR + klen + vlen <= bt->max_cell;
+	if (t && !inline_val && (flags & BT_PATCH) && !(flags & BT_NOOVERWRITE) &&
+	    (rc = put_in_place(bt, t, key, klen, val, vlen)) != EAGAIN)
+		return rc;
 	clen = BT_CELL_HDR + klen + (inline_val ? vlen : 8);
 	if (!(cell = malloc(clen)))
 		return ENOMEM;

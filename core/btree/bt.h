@@ -28,6 +28,8 @@ enum {
 	BT_NOOVERWRITE = 1 << 0, /* EEXIST if the key is present */
 	BT_APPEND = 1 << 1,      /* hint: keys arrive in order (split unevenly) */
 	BT_ORDERED = 1 << 2,     /* overflow pages as ordered data (op.h) */
+	BT_PATCH = 1 << 3,       /* same length, in overflow pages: only the
+				    bytes that differ are changed and logged */
 };
 
 /* Trees */

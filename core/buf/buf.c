@@ -44,6 +44,12 @@
  *       the frame out of the hash before letting go of the latch.
  *   B7  No page is written with bp->mu held: a write may first flush the
  *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
+ *   B12 A frame says whether every byte of its page can be rebuilt from
+ *       the log (logged): unknown -- no -- for a page read from disk,
+ *       until an operation that sets the whole page or a full-page image
+ *       is logged for it (txn.c), and no for ordered bytes (op.h); and
+ *       whether it holds ordered bytes not yet written (unwritten), until
+ *       it is written, whoever writes it.
  */
 #include "buf.h"
 
@@ -70,6 +76,8 @@ struct buf_page {
 	uint8_t valid;        /* under bp->mu; holds pgno's contents */
 	uint8_t dirty;        /* under bp->mu */
 	uint8_t loading;      /* under bp->mu; its page is being read in (B11) */
+	uint8_t logged;       /* under bp->mu; every byte can be rebuilt from the log (B12) */
+	uint8_t unwritten;    /* under bp->mu; dirty with ordered bytes not yet written (B12) */
 	uint64_t rec_lsn;     /* under bp->mu; first LSN that dirtied it (B4) */
 	buf_page *next;       /* under bp->mu; hash chain */
 	pthread_rwlock_t latch; /* the page bytes */
@@ -269,6 +277,7 @@ static int write_back(buf_pool *bp, buf_page *pg, unsigned char *tmp)
 	if (dirty && !rc) { /* still S-latched: no change since the write */
 		bp->st.writes++;
 		pg->dirty = 0;
+		pg->unwritten = 0;
 		pg->rec_lsn = 0;
 	}
 	pg->pins--;
@@ -357,6 +366,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 		memcpy(f->data, img, bp->psize);
 		f->pgno = q;
 		f->valid = 1;
+		f->logged = 0;
 		f->ref = 0; /* the hand comes back to it only after a whole turn */
 		f->next = bp->hash[hslot(bp, q)];
 		bp->hash[hslot(bp, q)] = f;
@@ -426,6 +436,7 @@ retry:
 		memset(pg->data, 0, bp->psize);
 	pg->pgno = pgno;
 	pg->valid = 1;
+	pg->logged = 0;
 	pg->loading = (uint8_t)read;
 	pg->pins = 1;
 	pg->ref = 1;
@@ -497,6 +508,37 @@ void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 }
 
 void buf_set_lsn(buf_page *pg, uint64_t lsn) { util_put64(pg->data + 8, lsn); }
+
+void buf_mark_ordered(buf_pool *bp, buf_page *pg)
+{
+	pthread_mutex_lock(&bp->mu);
+	pg->logged = 0;
+	pg->unwritten = pg->dirty;
+	pthread_mutex_unlock(&bp->mu);
+}
+
+int buf_unwritten(buf_pool *bp, buf_page *pg)
+{
+	pthread_mutex_lock(&bp->mu);
+	int u = pg->unwritten;
+	pthread_mutex_unlock(&bp->mu);
+	return u;
+}
+
+void buf_set_logged(buf_pool *bp, buf_page *pg, int logged)
+{
+	pthread_mutex_lock(&bp->mu);
+	pg->logged = (uint8_t)(logged != 0);
+	pthread_mutex_unlock(&bp->mu);
+}
+
+int buf_logged(buf_pool *bp, buf_page *pg)
+{
+	pthread_mutex_lock(&bp->mu);
+	int l = pg->logged;
+	pthread_mutex_unlock(&bp->mu);
+	return l;
+}
 
 int buf_sync(buf_pool *bp)
 {
@@ -618,6 +660,7 @@ static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
 		if (!rc) { /* still S-latched: no change since the write */
 			bp->st.writes++;
 			fr[i]->dirty = 0;
+			fr[i]->unwritten = 0;
 			fr[i]->rec_lsn = 0;
 		}
 		fr[i]->pins--;

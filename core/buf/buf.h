@@ -59,6 +59,21 @@ uint64_t buf_page_lsn(const buf_page *pg);
 void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn);
 /* The X-latched page now reflects the record at lsn. */
 void buf_set_lsn(buf_page *pg, uint64_t lsn);
+/* B12: whether every byte of the latched page can be rebuilt from the log
+ * (from a full-page image or an operation that set the whole page, and the
+ * records after it).  Not known, so 0, for a page read from disk.  A change
+ * logged as a byte range to a page that holds bytes no record has (ordered
+ * data) must log a full-page image first (txn_update_imaged): a torn write
+ * of the page, or a barrier that skips it, would otherwise lose them. */
+void buf_set_logged(buf_pool *bp, buf_page *pg, int logged);
+int buf_logged(buf_pool *bp, buf_page *pg);
+/* The dirty, X-latched page now holds ordered bytes (not logged, and not
+ * rebuildable) that are not written yet; buf_unwritten tells until it is
+ * written.  Such a page must not be X-latched again before that: the log's
+ * barrier skips a page it finds X-latched (buf_write_unlogged), and would
+ * let a commit become durable without its bytes. */
+void buf_mark_ordered(buf_pool *bp, buf_page *pg);
+int buf_unwritten(buf_pool *bp, buf_page *pg);
 
 /* Writing back */
 /* Writes every dirty page (each after the log is durable up to its LSN)

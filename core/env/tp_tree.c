@@ -188,7 +188,7 @@ int tp_put(tp_txn *t, tp_tree *tr, const void *key, size_t klen, const void *val
 	txn *x;
 	int rc = pick(t, tr, 1, &x);
 	int bf = ((flags & TP_NOOVERWRITE) ? BT_NOOVERWRITE : 0) | ((flags & TP_APPEND) ? BT_APPEND : 0) |
-		 ((flags & TP_ORDERED) ? BT_ORDERED : 0);
+		 ((flags & TP_ORDERED) ? BT_ORDERED : 0) | ((flags & TP_PATCH) ? BT_PATCH : 0);
 	return rc ? rc : bt_put(tr->bt, x, key, klen, val, vlen, bf);
 }
 

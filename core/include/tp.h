@@ -131,7 +131,12 @@ enum {
  * commit that survives a crash has them (ext4's data=ordered).  Saves
  * writing large values twice; costs a sync of the page file before the
  * next log write.  Ignored in unprotected trees. */
-enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1, TP_ORDERED = 1 << 2 };
+/* TP_PATCH: when the key holds a value of the same length in overflow
+ * pages, only the bytes that differ are changed, in place, and logged
+ * (before and after images of those bytes), instead of a new chain of
+ * pages logged whole: for small changes to large values.  Otherwise, or
+ * when the pages still hold ordered bytes not yet written, a plain put. */
+enum { TP_NOOVERWRITE = 1 << 0, TP_APPEND = 1 << 1, TP_ORDERED = 1 << 2, TP_PATCH = 1 << 3 };
 int tp_tree_open(tp_env *env, const char *name, int flags, tp_tree **out);
 void tp_tree_close(tp_tree *tr);
 int tp_tree_drop(tp_env *env, const char *name);

@@ -67,6 +67,10 @@ int op_is_bitmap(uint32_t page_size, uint64_t pgno);
 
 /* Sets len bytes at off (an offset into the whole page, >= BUF_HDR). */
 int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
+/* op_page_set for a page that may hold bytes no record has (ordered data):
+ * a full-page image is logged first unless the page is known to be
+ * rebuildable from the log (buf.h, B12). */
+int op_page_patch(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len);
 /* Writes bytes into a page this transaction has just allocated and nobody
  * else can reach yet: logged without a before-image (its undo is the undo
  * of the allocation, which frees the page). */

@@ -254,7 +254,19 @@ static int check_data_page(buf_pool *bp, uint64_t pgno, const char *what)
 	return 0;
 }
 
+static int page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len, int patch);
+
 int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len)
+{
+	return page_set(t, pgno, off, data, len, 0);
+}
+
+int op_page_patch(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len)
+{
+	return page_set(t, pgno, off, data, len, 1);
+}
+
+static int page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t len, int patch)
 {
 	buf_pool *bp = txn_pool(t);
 	uint32_t ps = buf_page_size(bp);
@@ -276,7 +288,10 @@ int op_page_set(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t 
 		util_put16(a + 2, (uint16_t)len);
 		memcpy(a + 4, buf_data(pg) + off, len);
 		memcpy(a + 4 + len, data, len);
-		rc = txn_update(t, pg, OP_PAGE_SET, a, 4 + 2 * len);
+		if (patch && !buf_logged(bp, pg)) /* B12 */
+			rc = txn_update_imaged(t, pg, OP_PAGE_SET, a, 4 + 2 * len);
+		else
+			rc = txn_update(t, pg, OP_PAGE_SET, a, 4 + 2 * len);
 		buf_put(bp, pg);
 	}
 	free(a);
@@ -427,6 +442,7 @@ int op_page_ordered_done(txn *t, buf_page *pg)
 {
 	txn_mgr *tm = txn_mgr_of(t);
 	uint64_t pgno = buf_pgno(pg), lsn = buf_page_lsn(pg);
+	buf_mark_ordered(txn_mgr_pool(tm), pg); /* B12 */
 	buf_put(txn_mgr_pool(tm), pg);
 	return txn_note_ordered(tm, pgno, lsn);
 }

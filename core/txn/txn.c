@@ -345,7 +345,7 @@ static int txn_log(txn *t, log_rec *r)
 
 /* Logs r for page pg and applies it through redo (T3: nothing changes
  * before the append succeeded; T6). */
-static int apply(txn *t, buf_page *pg, log_rec *r)
+static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 {
 	const op_def *op = op_get(r->type);
 	buf_pool *bp = t->tm->bp;
@@ -364,12 +364,14 @@ static int apply(txn *t, buf_page *pg, log_rec *r)
 	if (op->flags & OPF_FULLPAGE)
 		rc = log_put(t->tm->lg, r);
 	else
-		rc = log_put_page(t->tm->lg, r, buf_data(pg), psize, buf_page_lsn(pg), OP_FPI, &fpi);
+		rc = log_put_page(t->tm->lg, r, buf_data(pg), psize, image ? 0 : buf_page_lsn(pg), OP_FPI, &fpi);
 	if (!rc)
 		note(t, r);
 	pthread_mutex_unlock(&t->mu);
 	if (rc)
 		return rc;
+	if ((op->flags & OPF_FULLPAGE) || fpi) /* B12 */
+		buf_set_logged(bp, pg, 1);
 	if ((rc = op->redo(buf_data(pg), psize, r)) != 0) {
 		/* logged but not applicable: the caller broke the operation's
 		 * contract; recovery would fail the same way */
@@ -385,7 +387,15 @@ int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len
 	if (t->doomed && !t->rolling_back)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
 	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
-	return apply(t, pg, &r);
+	return apply(t, pg, &r, 0);
+}
+
+int txn_update_imaged(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
+{
+	if (t->doomed && !t->rolling_back)
+		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
+	return apply(t, pg, &r, 1);
 }
 
 int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len)
@@ -399,7 +409,7 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 		return util_err(TP_EINVAL, "unknown operation %u", op);
 	if ((rc = buf_get(t->tm->bp, pgno, BUF_X | ((d->flags & OPF_FULLPAGE) ? BUF_NOREAD : 0), &pg)) != 0)
 		return rc;
-	rc = apply(t, pg, &r);
+	rc = apply(t, pg, &r, 0);
 	buf_put(t->tm->bp, pg);
 	return rc;
 }
@@ -408,7 +418,7 @@ int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t
 {
 	log_rec r = {.pgno = buf_pgno(pg), .undo_next = undo_next, .type = op,
 		     .flags = LOG_CLR | (t->rolling_back ? LOG_RESERVE : 0), .len = len, .data = args};
-	return apply(t, pg, &r);
+	return apply(t, pg, &r, 0);
 }
 
 uint64_t txn_undo_next(txn *t) { return t->undo_next; }

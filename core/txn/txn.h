@@ -58,6 +58,9 @@ struct lock_owner *txn_locker(txn *t);
  * a full-page image first if the checkpoint horizon asks for one), then
  * applies it through the operation's redo and sets the page LSN. */
 int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len);
+/* txn_update that logs a full-page image of pg first, whatever the
+ * checkpoint horizon (buf.h, B12). */
+int txn_update_imaged(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len);
 /* For undo functions: logs op(args) on page pgno as a CLR of t, whose
  * undo_next skips the record being undone, and applies it through redo. */
 int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len);

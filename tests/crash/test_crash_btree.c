@@ -11,7 +11,10 @@
  *   - 30..70 regular transactions, each 1..8 puts (values of 0 bytes to 3
  *     pages: inline and overflow; in one seed of two with TP_ORDERED, so
  *     overflow pages are ordered data, written in place by the log's
- *     barrier and never logged) and deletes on "a", "u" and "x", then a
+ *     barrier and never logged; in one seed of two with TP_PATCH, a key's
+ *     values mostly of one length and alike but for a window of 24 bytes,
+ *     so puts change overflow pages in place, logged as byte ranges) and
+ *     deletes on "a", "u" and "x", then a
  *     commit, or an abort (about one in eight); the last one may be left in
  *     flight;
  *   - sometimes a long transaction L, on keys of its own (so it never
@@ -106,6 +109,7 @@ typedef struct bcfg {
 	int last_inflight;
 	int end_close;
 	int ordered;          /* puts pass TP_ORDERED: overflow values as ordered data */
+	int patch;            /* puts pass TP_PATCH; a key's values mostly share a length and differ in a window */
 } bcfg;
 
 enum { L_COMMIT = 1, L_ABORT, L_INFLIGHT };
@@ -129,6 +133,7 @@ static void cfg_seed(bcfg *c, uint64_t seed)
 	c->last_inflight = wl_below(&r, 2);
 	c->end_close = wl_below(&r, 4) == 0;
 	c->ordered = wl_below(&r, 2) == 0;
+	c->patch = wl_below(&r, 2) == 0;
 }
 
 static void cfg_options(const bcfg *c, tp_options *o)
@@ -193,6 +198,26 @@ typedef struct bop {
 	uint64_t id, vseed;
 } bop;
 
+/* Patch mode: the length most puts of a key use (overflow, up to 3 pages). */
+static uint32_t id_vlen(const bcfg *c, const bop *o)
+{
+	return c->psize / 3 + (uint32_t)(wl_mix(o->id, (uint64_t)o->tree << 8 | o->L) % (2u * c->psize));
+}
+
+/* A put's value: in patch mode the key's own pattern with a window of up
+ * to 24 bytes from vseed (so puts of one key differ in few bytes and
+ * TP_PATCH changes them in place); else all from vseed. */
+static void value_of(const bcfg *c, const bop *o, unsigned char *v)
+{
+	if (!c->patch || !o->vlen) {
+		btm_fill(v, o->vlen, o->vseed);
+		return;
+	}
+	btm_fill(v, o->vlen, wl_mix(o->id, (uint64_t)o->tree << 8 | o->L));
+	uint32_t at = (uint32_t)(o->vseed % o->vlen), n = o->vlen - at < 24 ? o->vlen - at : 24;
+	btm_fill(v + at, n, o->vseed);
+}
+
 typedef struct orec_hdr {
 	uint32_t magic, type, txno, nops;
 	uint64_t sum;
@@ -255,8 +280,8 @@ static int apply_op(tp_tree **tr, tp_txn *t, const bcfg *c, const bop *o, size_t
 	size_t kl = key_of(c, o->tree, o->L, o->id, maxk, k);
 	int rc;
 	if (o->kind == OP_PUT) {
-		btm_fill(v, o->vlen, o->vseed);
-		rc = tp_put(t, tr[o->tree], k, kl, v, o->vlen, c->ordered ? TP_ORDERED : 0);
+		value_of(c, o, v);
+		rc = tp_put(t, tr[o->tree], k, kl, v, o->vlen, (c->ordered ? TP_ORDERED : 0) | (c->patch ? TP_PATCH : 0));
 	} else {
 		rc = tp_del(t, tr[o->tree], k, kl);
 		if (rc == TP_ENOTFOUND)
@@ -295,6 +320,8 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 			bop o = {.kind = wl_below(&r, 4) ? OP_PUT : OP_DEL, .tree = (uint8_t)wl_below(&r, 2), .L = 1,
 				 .id = wl_below(&r, LPOOL), .vseed = wl_rand(&r)};
 			o.vlen = vlen_of(&r, c->psize);
+			if (c->patch && wl_below(&r, 3))
+				o.vlen = id_vlen(c, &o);
 			if (apply_op(tr, L.t, c, &o, maxk, err, n))
 				return -1;
 			L.ops[L.n++] = o;
@@ -350,6 +377,8 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 				 .tree = (uint8_t)wl_below(&r, x_exists ? 3 : 2), .id = wl_below(&r, POOL),
 				 .vseed = wl_rand(&r)};
 			o.vlen = vlen_of(&r, c->psize);
+			if (c->patch && wl_below(&r, 3))
+				o.vlen = id_vlen(c, &o);
 			if (apply_op(tr, t.t, c, &o, maxk, err, n))
 				return -1;
 			t.ops[t.n++] = o;
@@ -416,7 +445,7 @@ static void state_apply(bstate *s, const bcfg *c, const bop *ops, uint32_t nops,
 		switch (o->kind) {
 		case OP_PUT:
 			kl = key_of(c, o->tree, o->L, o->id, maxk, k);
-			btm_fill(v, o->vlen, o->vseed);
+			value_of(c, o, v);
 			btm_put(&s->m[o->tree], k, kl, v, o->vlen);
 			break;
 		case OP_DEL:

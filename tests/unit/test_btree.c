@@ -515,7 +515,7 @@ static void run_random(const rparam *p)
 	tp_tree *tr;
 	oracle o;
 	int rc;
-	unsigned commits = 0, aborts = 0, overflow_puts = 0, scans = 0;
+	unsigned commits = 0, aborts = 0, overflow_puts = 0, scans = 0, patches = 0;
 
 	oracle_open(&o, p->u64);
 	CK(p, tp_tree_open(env, "r", tflags, &tr) == 0, "tp_tree_open: %s", tp_errmsg());
@@ -535,6 +535,22 @@ static void run_random(const rparam *p)
 			char a[96];
 			if (r < 45) { /* put */
 				kl = pick_key(&o, &s, btm_rand(&s) % 5 < 2, maxk, k);
+				size_t pl = 0;
+				if (oget(&o, k, kl, ov, &pl) && pl > p->psize / 4 && btm_rand(&s) % 3 == 0) {
+					/* TP_PATCH: the same length, a few runs of bytes changed */
+					memcpy(v, ov, pl);
+					for (int j = 0, runs = 1 + (int)(btm_rand(&s) % 3); j < runs; j++) {
+						size_t at = btm_rand(&s) % pl, n = 1 + btm_rand(&s) % 80;
+						for (size_t b = at; b < at + n && b < pl; b++)
+							v[b] ^= (unsigned char)(1 + btm_rand(&s) % 255);
+					}
+					rc = tp_put(t, tr, k, kl, v, pl, TP_PATCH);
+					CK(p, rc == 0, "tx %d op %d: patch of %s (%zu bytes): %d %s", x, i,
+					   btm_keystr(k, kl, a, sizeof a), pl, rc, tp_errmsg());
+					oput(&o, k, kl, v, pl);
+					patches++;
+					continue;
+				}
 				vl = gen_vlen(&s, p->psize);
 				btm_fill(v, vl, btm_rand(&s));
 				int flags = btm_rand(&s) % 10 == 0 ? TP_NOOVERWRITE : 0;
@@ -614,11 +630,12 @@ static void run_random(const rparam *p)
 		}
 	}
 	bt_verify_result vr = verify_tree(env, "r");
-	cr_log_info("random seed %" PRIu64 " %s %u%s: %u commits, %u aborts, %u overflow puts, %u scans; %" PRIu64
+	cr_log_info("random seed %" PRIu64 " %s %u%s: %u commits, %u aborts, %u overflow puts, %u patches, %u scans; %" PRIu64
 		    " records, %" PRIu64 " levels, %" PRIu64 " pages (%" PRIu64 " overflow)",
 		    p->seed, p->u64 ? "u64" : "bytes", p->psize, p->notxn ? " notxn" : "", commits, aborts, overflow_puts,
-		    scans, vr.records, vr.levels, vr.pages, vr.overflow_pages);
+		    patches, scans, vr.records, vr.levels, vr.pages, vr.overflow_pages);
 	CK(p, overflow_puts > 0, "no overflow value was written");
+	CK(p, patches > 0, "no value was patched (TP_PATCH)");
 	tp_tree_close(tr);
 	CK(p, tp_close(env) == 0, "tp_close: %s", tp_errmsg());
 	oracle_close(&o);
@@ -1229,6 +1246,114 @@ Test(btree, nooverwrite, .init = setup, .fini = teardown, .timeout = 60)
 	cr_assert_eq(tp_get(NULL, tr, "big", 3, g, sizeof g, &gl), 0);
 	cr_assert(gl == sizeof big && memcmp(g, big, gl) == 0);
 	verify_all(env, "nooverwrite");
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0);
+}
+
+static uint64_t log_bytes(tp_env *env)
+{
+	tp_stats st;
+	tp_stats_get(env, &st);
+	return st.log_bytes;
+}
+
+/* TP_PATCH: a few changed bytes of a 3-page value log a few hundred bytes,
+ * in the same chain; an abort, and a crash before the commit, restore the
+ * old bytes; another length, or pages still holding ordered bytes never
+ * written (B12), take a new chain; written ordered pages are imaged in the
+ * log before their first patch. */
+Test(btree, patch_logs_only_the_changed_bytes, .init = setup, .fini = teardown, .timeout = 60)
+{
+	enum { VL = 10000 };
+	static unsigned char v0[VL], v1[VL], g[VL + 8];
+	size_t gl;
+	tp_env *env = open_store(4096, 0, 1);
+	tp_tree *tr;
+	tp_txn *t;
+	btm_fill(v0, VL, 11);
+	cr_assert_eq(tp_tree_open(env, "p", TP_TREE_CREATE, &tr), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v0, VL, 0), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	uint64_t pages = allocated_pages(env);
+	memcpy(v1, v0, VL);
+	v1[100] ^= 1, v1[101] ^= 2, v1[5000] ^= 3;
+	memset(v1 + 9000, 0x5a, 40);
+	/* aborted */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	uint64_t b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v1, VL, TP_PATCH), 0, "%s", tp_errmsg());
+	uint64_t logged = log_bytes(env) - b0;
+	cr_assert_lt(logged, 1000, "a patch of 43 bytes logged %" PRIu64 " bytes (a new chain logs > %d)", logged, VL);
+	cr_assert_eq(allocated_pages(env), pages, "the patch allocated pages: a new chain, not in place");
+	cr_assert_eq(tp_get(t, tr, "k", 1, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v1, VL), "the transaction does not read its patched value");
+	cr_assert_eq(tp_abort(t), 0);
+	cr_assert_eq(tp_get(NULL, tr, "k", 1, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v0, VL), "after the abort the old bytes are not back");
+	/* identical: nothing logged */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v0, VL, TP_PATCH), 0);
+	cr_assert_eq(log_bytes(env), b0, "an identical value logged something");
+	cr_assert_eq(tp_abort(t), 0);
+	/* committed, then a crash: redo brings the patch back */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v1, VL, TP_PATCH), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	/* and an uncommitted patch on top, lost in the crash: undone */
+	static unsigned char v2[VL];
+	memcpy(v2, v1, VL);
+	v2[7] ^= 0xff;
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v2, VL, TP_PATCH), 0);
+	cr_assert_eq(tp_sync(env), 0); /* its record durable: recovery must undo it */
+	tp_tree_close(tr);
+	tp_crash_close(env);
+	env = open_store(4096, 0, 0);
+	cr_assert_eq(tp_tree_open(env, "p", 0, &tr), 0);
+	cr_assert_eq(tp_get(NULL, tr, "k", 1, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v1, VL), "after the crash: not the committed patch (byte 7 %s, byte 9000 %s)",
+		  g[7] == v1[7] ? "ok" : "wrong", g[9000] == v1[9000] ? "ok" : "wrong");
+	verify_all(env, "patch after recovery");
+	/* another length: a new chain */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "k", 1, v1, VL - 1, TP_PATCH), 0);
+	cr_assert_gt(log_bytes(env) - b0, VL - 1, "a value of another length was not written whole");
+	cr_assert_eq(tp_commit(t, 0), 0);
+	/* ordered pages not written yet: a new chain; once written, in place */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "o", 1, v0, VL, TP_ORDERED), 0);
+	cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "o", 1, v1, VL, TP_PATCH), 0);
+	cr_assert_gt(log_bytes(env) - b0, 2000,
+		     "a value in ordered pages never written was patched in place: its record could reach the disk "
+		     "without the pages' bytes");
+	cr_assert_eq(tp_commit(t, 0), 0); /* the flush's barrier writes them */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "o", 1, v2, VL, TP_ORDERED), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	/* written: in place, each page imaged first (its bytes are in no
+	 * record: a torn write of it could not be repaired), then small */
+	pages = allocated_pages(env);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "o", 1, v0, VL, TP_PATCH), 0);
+	logged = log_bytes(env) - b0;
+	cr_assert_eq(allocated_pages(env), pages, "written ordered pages were not patched in place");
+	cr_assert_gt(logged, 3 * 4096, "ordered pages patched without a full-page image each first (%" PRIu64 " bytes)",
+		     logged);
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "o", 1, v2, VL, TP_PATCH), 0);
+	cr_assert_lt(log_bytes(env) - b0, 1000, "imaged pages were imaged again");
+	cr_assert_eq(tp_put(t, tr, "o", 1, v0, VL, TP_PATCH), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	cr_assert_eq(tp_get(NULL, tr, "o", 1, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v0, VL));
+	verify_all(env, "patch");
 	tp_tree_close(tr);
 	cr_assert_eq(tp_close(env), 0);
 }
