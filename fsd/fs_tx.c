@@ -42,7 +42,9 @@
  *       (fs_tx_watch, fs.h): such waits are cancelled.
  *   X6  A commit's invalidations are sent once its commit record is
  *       durable and before its engine commit releases the "I" locks
- *       (tp_commit_held: no early release), so no plain call can read (and
+ *       (tp_commit_held: no early release for them; the transaction-level
+ *       locks, which only other transactions wait for, go early, and those
+ *       commit after this one in the log), so no plain call can read (and
  *       the kernel cache) the new state of one file while another still
  *       shows the old one from a warm cache, and nothing a non-member sees
  *       can be lost by a crash (random_crash saw a commit that a kill -9
@@ -793,7 +795,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		job_contents(tx, inv);
 	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0) /* durable on return; X6 between durable and the release */
-		rc = tp_commit_held(tx->t, push_held, &push);
+		rc = tp_commit_held(tx->t, "I", 1, push_held, &push);
 	else
 		(void)tp_abort(tx->t);
 	tx->t = NULL;

@@ -349,10 +349,10 @@ int tp_commit(tp_txn *t, int flags)
 	return rc;
 }
 
-int tp_commit_held(tp_txn *t, void (*held)(void *arg), void *arg)
+int tp_commit_held(tp_txn *t, const void *keep, size_t kplen, void (*held)(void *arg), void *arg)
 {
 	tp_env *env = t->env;
-	int rc = txn_commit_held(t->t, held, arg);
+	int rc = txn_commit_held(t->t, keep, kplen, held, arg);
 	handle_unlink(t);
 	if (!rc)
 		maybe_checkpoint(env);

@@ -69,12 +69,16 @@ int tp_sync(tp_env *env);
 enum { TP_COMMIT_NOSYNC = 1 }; /* durable at the next log flush, not at return */
 int tp_begin(tp_env *env, tp_txn **out);
 int tp_commit(tp_txn *t, int flags);
-/* A durable commit that keeps the transaction's locks until its commit
- * record is durable (no early release), then calls held(arg) while they
- * are still held -- not if the commit failed -- and releases them.  For a
- * caller that shows a commit outside the engine (a cache) and must not
- * show anything a crash could still take back. */
-int tp_commit_held(tp_txn *t, void (*held)(void *arg), void *arg);
+/* A durable commit that keeps the transaction's locks whose names start
+ * with keep (kplen bytes; 0: all of them) until its commit record is
+ * durable (no early release), then calls held(arg) while they are still
+ * held -- not if the commit failed -- and releases them; the other locks
+ * go as soon as the commit record is logged, as with tp_commit.  For a
+ * caller that shows a commit outside the engine (a cache, a reply that
+ * logs nothing) and must not show anything a crash could still take back:
+ * what guards those readers is kept, what only other transactions wait
+ * for is not. */
+int tp_commit_held(tp_txn *t, const void *keep, size_t kplen, void (*held)(void *arg), void *arg);
 int tp_abort(tp_txn *t);
 uint64_t tp_txn_id(const tp_txn *t);
 

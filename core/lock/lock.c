@@ -577,6 +577,19 @@ void lock_release_all(lock_owner *o)
 	pthread_mutex_unlock(&lm->mu);
 }
 
+void lock_release_except(lock_owner *o, const void *prefix, size_t plen)
+{
+	lock_mgr *lm = o->lm;
+	pthread_mutex_lock(&lm->mu);
+	withdraw(lm, o);
+	for (lock_req *r = o->chain, *next; r; r = next) {
+		next = r->onext;
+		if (r->obj->len < plen || memcmp(r->obj->key, prefix, plen) != 0)
+			drop(lm, r);
+	}
+	pthread_mutex_unlock(&lm->mu);
+}
+
 void lock_owner_free(lock_owner *o)
 {
 	if (!o)

@@ -52,6 +52,9 @@ int lock_release(lock_owner *o, const void *key, size_t len);
 int lock_downgrade(lock_owner *o, const void *key, size_t len, enum lock_mode mode);
 /* Strict 2PL: everything at commit or abort. */
 void lock_release_all(lock_owner *o);
+/* Releases every lock of o but those whose names start with prefix (plen
+ * bytes). */
+void lock_release_except(lock_owner *o, const void *prefix, size_t plen);
 /* Ends o's current wait, from another thread: its lock_get returns
  * TP_ETIMEOUT, as after a timeout.  For cycles that pass through waits the
  * manager cannot see (a caller knows one of its waiters blocks a holder

@@ -31,10 +31,10 @@
  *       still acknowledged in log order: a flush covering a commit covers
  *       every commit logged before it, and a read-only transaction waits
  *       until the log is durable up to where it was when it committed.
- *       txn_commit_held opts out: its locks last until the record is
- *       durable, for callers that show the commit where no later commit
- *       record guards it (the file system's kernel caches, a reply to a
- *       plain read that logs nothing).
+ *       txn_commit_held opts out for the locks it names: they last until
+ *       the record is durable, for callers that show the commit where no
+ *       later commit record guards it (the file system's kernel caches, a
+ *       reply to a plain read that logs nothing); the others go early.
  *   T8  Ordered data (op.h): a page registered with txn_note_ordered is
  *       written and the page file synced by the log's barrier, before any
  *       log bytes appended after the registration reach a file (L10).  So
@@ -564,8 +564,9 @@ void txn_lock_timeout(txn *t, uint32_t ms) { lock_set_timeout(t->locks, ms); }
 lock_owner *txn_locker(txn *t) { return t->locks; }
 
 /* held: NULL for T7's early release; else the commit holds its locks
- * until the commit record is durable, calls held(arg), then releases. */
-static int commit(txn *t, int nosync, void (*held)(void *), void *arg)
+ * named keep... (all with kplen 0) until the commit record is durable,
+ * calls held(arg), then releases them; the others go early (T7). */
+static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*held)(void *), void *arg)
 {
 	txn_mgr *tm = t->tm;
 	int rc = 0;
@@ -580,6 +581,8 @@ static int commit(txn *t, int nosync, void (*held)(void *), void *arg)
 		uint64_t seen = log_end(tm->lg);
 		if (!held)
 			lock_release_all(t->locks);
+		else if (kplen)
+			lock_release_except(t->locks, keep, kplen);
 		if (!nosync && seen > log_durable(tm->lg))
 			rc = log_commit_flush(tm->lg, seen - 1);
 		if (held) {
@@ -605,6 +608,8 @@ static int commit(txn *t, int nosync, void (*held)(void *), void *arg)
 	 * ours and is acknowledged only once ours is durable too */
 	if (!held)
 		lock_release_all(t->locks);
+	else if (kplen)
+		lock_release_except(t->locks, keep, kplen);
 	if (!nosync && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
 			     "its outcome is decided by recovery at the next open",
@@ -623,9 +628,12 @@ static int commit(txn *t, int nosync, void (*held)(void *), void *arg)
 	return rc;
 }
 
-int txn_commit(txn *t, int nosync) { return commit(t, nosync, NULL, NULL); }
+int txn_commit(txn *t, int nosync) { return commit(t, nosync, NULL, 0, NULL, NULL); }
 
-int txn_commit_held(txn *t, void (*held)(void *), void *arg) { return commit(t, 0, held, arg); }
+int txn_commit_held(txn *t, const void *keep, size_t kplen, void (*held)(void *), void *arg)
+{
+	return commit(t, 0, keep, kplen, held, arg);
+}
 
 static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
 {

@@ -28,10 +28,11 @@ int txn_begin(txn_mgr *tm, txn **out);
  * (W3).  The transaction is gone afterwards, whatever the result; if the
  * commit record could not be logged, the transaction was rolled back. */
 int txn_commit(txn *t, int nosync);
-/* A durable commit without T7's early release: the locks are held until
- * the commit record is durable; then held(arg) runs, still under them
- * (not if the commit failed), and they are released. */
-int txn_commit_held(txn *t, void (*held)(void *), void *arg);
+/* A durable commit without T7's early release for the locks whose names
+ * start with keep (kplen bytes; 0: every lock): they are held until the
+ * commit record is durable; then held(arg) runs, still under them (not if
+ * the commit failed), and they are released.  The others go early. */
+int txn_commit_held(txn *t, const void *keep, size_t kplen, void (*held)(void *), void *arg);
 /* Rolls back through the back-chain writing CLRs (W5); frees t. */
 int txn_abort(txn *t);
 uint64_t txn_id(const txn *t);

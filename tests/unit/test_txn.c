@@ -238,6 +238,7 @@ struct held_seen {
 	uint64_t end;     /* the log's end before the commit */
 	uint64_t durable; /* log_durable() in the callback */
 	int lock_rc;      /* another transaction's S lock on "K" */
+	int lock_j;       /* ...and on "J" */
 	int calls;
 };
 
@@ -248,26 +249,33 @@ static void held_probe(void *arg)
 	h->durable = log_durable(E.lg);
 	txn *b = begin();
 	txn_lock_timeout(b, 30);
+	h->lock_j = txn_lock(b, "J", 1, LOCK_S); /* first: a timeout dooms b */
+	cr_assert_eq(txn_abort(b), 0);
+	b = begin();
+	txn_lock_timeout(b, 30);
 	h->lock_rc = txn_lock(b, "K", 1, LOCK_S);
 	cr_assert_eq(txn_abort(b), 0);
 }
 
-/* A held commit (no early release, T7): its callback runs once the commit
- * record is durable and while its locks still stand; they go after it. */
+/* A held commit (no early release, T7, for the locks it keeps): its
+ * callback runs once the commit record is durable and while the kept locks
+ * still stand; they go after it.  The others went early. */
 Test(txn, held_commit_keeps_its_locks_until_durable)
 {
 	uint64_t p;
 	make_pages(&p, 1);
 	txn *a = begin();
 	cr_assert_eq(txn_lock(a, "K", 1, LOCK_X), 0);
+	cr_assert_eq(txn_lock(a, "J", 1, LOCK_X), 0);
 	cr_assert_eq(op_page_set(a, p, BUF_HDR, "h", 1), 0);
 	struct held_seen h = {.end = log_end(E.lg)};
-	cr_assert_eq(txn_commit_held(a, held_probe, &h), 0, "%s", tp_errmsg());
+	cr_assert_eq(txn_commit_held(a, "K", 1, held_probe, &h), 0, "%s", tp_errmsg());
 	cr_assert_eq(h.calls, 1, "the callback ran %d times", h.calls);
 	cr_assert_gt(h.durable, h.end, "the callback ran before the commit record (after %" PRIu64 ") was durable (%" PRIu64 ")",
 		     h.end, h.durable);
 	cr_assert_eq(h.lock_rc, TP_ETIMEOUT, "another transaction got an S lock on what the committing one held X: %d",
 		     h.lock_rc);
+	cr_assert_eq(h.lock_j, 0, "a lock the held commit does not keep was not released early: %d", h.lock_j);
 	txn *c = begin();
 	txn_lock_timeout(c, 30);
 	cr_assert_eq(txn_lock(c, "K", 1, LOCK_X), 0, "the held commit kept its lock after it returned");
@@ -276,10 +284,12 @@ Test(txn, held_commit_keeps_its_locks_until_durable)
 	/* read-only: the same order */
 	a = begin();
 	cr_assert_eq(txn_lock(a, "K", 1, LOCK_X), 0);
+	cr_assert_eq(txn_lock(a, "J", 1, LOCK_X), 0);
 	h = (struct held_seen){.end = log_end(E.lg)};
-	cr_assert_eq(txn_commit_held(a, held_probe, &h), 0);
+	cr_assert_eq(txn_commit_held(a, NULL, 0, held_probe, &h), 0);
 	cr_assert_eq(h.calls, 1);
 	cr_assert_eq(h.lock_rc, TP_ETIMEOUT, "a read-only held commit released its lock before its callback");
+	cr_assert_eq(h.lock_j, TP_ETIMEOUT, "a held commit keeping every lock released one early");
 }
 
 Test(txn, ids_increase_and_the_table_tracks_open_transactions)
