@@ -1,7 +1,8 @@
 /*
  * fs_ws -- a user transaction's write set (fs_ws.h): a skip list of
- * (tree, key) -> value | deletion mark, values over WS_INLINE bytes in an
- * unnamed temporary file.
+ * (tree, key) -> value | deletion mark; values in memory while those over
+ * WS_INLINE bytes take WS_MEM at most, the rest in an unnamed temporary
+ * file (opened when first needed).
  *
  * Undo per call: the first change a call makes to a node saves the node's
  * old state (value storage included: the new value gets new storage) in the
@@ -20,13 +21,15 @@
 
 #define WS_LEVELS 24
 #define WS_INLINE 256
+#define WS_MEM (1u << 20)     /* larger values stay in memory up to this much; then the file */
 #define WS_SLOT 4096          /* spill slots are multiples of this */
 #define WS_CLASSES 17         /* free lists for 1..16 slots (64 KiB); larger ones leak until the end */
 
 enum { ST_ABSENT, ST_VAL, ST_DEL };
 
 typedef struct store_ref {
-	unsigned char *mem; /* inline value, or NULL */
+	unsigned char *mem; /* value in memory, or NULL */
+	uint32_t mlen;      /* bytes of it counted in ws->memb (0: inline) */
 	uint64_t foff;      /* spilled value: offset in the file */
 	uint32_t cap;       /* spilled: slot bytes (0: not spilled) */
 } store_ref;
@@ -56,6 +59,7 @@ struct fs_ws {
 	int fd;                /* the spill file, or -1 until needed */
 	char dir[4096];
 	uint64_t fend;         /* end of the spill file */
+	size_t memb;           /* bytes of values over WS_INLINE in memory (WS_MEM at most) */
 	slot *freel[WS_CLASSES];
 	uint64_t call;         /* current call number */
 	undo_rec *undo;
@@ -218,6 +222,7 @@ static void ref_free(fs_ws *ws, store_ref *r)
 {
 	if (r->cap)
 		slot_free(ws, r);
+	ws->memb -= r->mlen;
 	free(r->mem);
 	memset(r, 0, sizeof *r);
 }
@@ -241,13 +246,17 @@ static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 static int ref_store(fs_ws *ws, store_ref *r, const void *val, size_t vlen)
 {
 	int rc;
-	if (vlen <= WS_INLINE) {
+	if (vlen <= WS_INLINE || ws->memb + vlen <= WS_MEM) {
 		unsigned char *m = malloc(vlen ? vlen : 1);
 		if (!m)
 			return ENOMEM;
 		memcpy(m, val, vlen);
 		ref_free(ws, r);
 		r->mem = m;
+		if (vlen > WS_INLINE) {
+			r->mlen = (uint32_t)vlen;
+			ws->memb += vlen;
+		}
 		return 0;
 	}
 	uint32_t cap = (uint32_t)((vlen + WS_SLOT - 1) / WS_SLOT * WS_SLOT);
