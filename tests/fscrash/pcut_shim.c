@@ -30,6 +30,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "shim.h"
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static int jfd = -1;       /* under mu */
 static uint64_t seq;       /* under mu */
@@ -47,26 +49,19 @@ static ssize_t (*real_writev)(int, const struct iovec *, int);
 static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
 static int (*real_fallocate)(int, int, off_t, off_t);
 
-/* dlsym gives an object pointer: copy it into the function pointer. */
-#define RESOLVE(name)                                                                                                  \
-	do {                                                                                                           \
-		void *p_ = dlsym(RTLD_NEXT, #name);                                                                     \
-		memcpy(&real_##name, &p_, sizeof p_);                                                                  \
-	} while (0)
-
 __attribute__((constructor)) static void init(void)
 {
 	const char *d = getenv(PCUT_ENV_DIR);
-	RESOLVE(pwrite);
-	RESOLVE(pwrite64);
-	RESOLVE(ftruncate);
-	RESOLVE(ftruncate64);
-	RESOLVE(fdatasync);
-	RESOLVE(fsync);
-	RESOLVE(write);
-	RESOLVE(writev);
-	RESOLVE(pwritev);
-	RESOLVE(fallocate);
+	SHIM_RESOLVE(pwrite);
+	SHIM_RESOLVE(pwrite64);
+	SHIM_RESOLVE(ftruncate);
+	SHIM_RESOLVE(ftruncate64);
+	SHIM_RESOLVE(fdatasync);
+	SHIM_RESOLVE(fsync);
+	SHIM_RESOLVE(write);
+	SHIM_RESOLVE(writev);
+	SHIM_RESOLVE(pwritev);
+	SHIM_RESOLVE(fallocate);
 	if (d && realpath(d, dir)) {
 		dirlen = strlen(dir);
 	} else

@@ -16,20 +16,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim.h"
+
 static ssize_t (*real_pwrite)(int, const void *, size_t, off_t);
 static ssize_t (*real_pwrite64)(int, const void *, size_t, off_t);
 
-/* dlsym gives an object pointer: copy it into the function pointer. */
-#define RESOLVE(name)                                                                                                  \
-	do {                                                                                                           \
-		void *p_ = dlsym(RTLD_NEXT, #name);                                                                     \
-		memcpy(&real_##name, &p_, sizeof p_);                                                                  \
-	} while (0)
-
 __attribute__((constructor)) static void init(void)
 {
-	RESOLVE(pwrite);
-	RESOLVE(pwrite64);
+	SHIM_RESOLVE(pwrite);
+	SHIM_RESOLVE(pwrite64);
 }
 
 static void maybe_stall(int fd)
