@@ -35,7 +35,7 @@
  *       files open pays no round trip for them after its first
  *       transaction.  A descriptor closed or given another handle since is
  *       reopened as before; a duplicate whose descriptor no longer holds
- *       its handle is closed at the next begin, commit or abort.
+ *       its handle is closed at the next begin.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -273,13 +273,14 @@ static void kept_sweep(void)
 	pthread_mutex_unlock(&kept_mu);
 }
 
-/* 1 if fd needs no reopen (it holds its kept handle) or is a duplicate. */
+/* 1 if fd needs no reopen (it holds its kept handle: kept_sweep just
+ * checked every entry) or is a duplicate. */
 static int kept_skip(int fd)
 {
 	int r = 0;
 	pthread_mutex_lock(&kept_mu);
 	for (int i = 0; i < nkept && !r; i++)
-		r = kept[i].dup == fd || (kept[i].fd == fd && same_handle(fd, kept[i].dup));
+		r = kept[i].dup == fd || kept[i].fd == fd;
 	pthread_mutex_unlock(&kept_mu);
 	return r;
 }
@@ -413,13 +414,11 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 
 int tpfs_tx_commit(const char *mount, char *msg, size_t msgsize)
 {
-	kept_sweep();
 	return request(mount, TPFS_TX_COMMIT, msg, msgsize);
 }
 
 int tpfs_tx_abort(const char *mount, char *msg, size_t msgsize)
 {
-	kept_sweep();
 	return request(mount, TPFS_TX_ABORT, msg, msgsize);
 }
 

@@ -382,20 +382,22 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 	return 0;
 }
 
-int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
+static int update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len, int image)
 {
 	if (t->doomed && !t->rolling_back)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
 	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
-	return apply(t, pg, &r, 0);
+	return apply(t, pg, &r, image);
+}
+
+int txn_update(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
+{
+	return update(t, pg, op, args, len, 0);
 }
 
 int txn_update_imaged(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
-	if (t->doomed && !t->rolling_back)
-		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
-	log_rec r = {.pgno = buf_pgno(pg), .type = op, .len = len, .data = args};
-	return apply(t, pg, &r, 1);
+	return update(t, pg, op, args, len, 1);
 }
 
 int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_t len)
