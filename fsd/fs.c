@@ -296,6 +296,8 @@ int fs_iput(fs_op *op, const fs_inode *in)
 	memcpy(v + 64, &s, 8);
 	memcpy(v + 72, &ns, 4);
 	memcpy(v + 80, &in->parent, 8);
+	if (op->ws && in->ino == FS_ROOT_INO && op->tx)
+		fs_tx_root_changed(op->tx);
 	if (op->ws) { /* the record now includes any pending delta */
 		ws_delta d;
 		size_t vl;
@@ -317,6 +319,8 @@ int fs_dir_touch(fs_op *op, fs_inode *dir, int dnlink, const struct timespec *no
 	dir->mtime = dir->ctime = *now;
 	if (!op->ws)
 		return fs_iput(op, dir);
+	if (dir->ino == FS_ROOT_INO && op->tx)
+		fs_tx_root_changed(op->tx);
 	unsigned char k[8];
 	ws_delta d = {0};
 	size_t vl;

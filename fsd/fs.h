@@ -196,6 +196,10 @@ void fs_tx_put(fs_tx *tx);
 /* Open transactions right now (a hint, without a lock: 0 costs nothing). */
 int fs_tx_count(const fs *f);
 uint64_t fs_tx_gen(fs *f);
+/* Open transactions whose write set changed the root directory's inode
+ * (its attributes, links or times): while there are none, every view of
+ * the root's attributes is the committed one (a hint, without a lock). */
+int fs_root_private(const fs *f);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);

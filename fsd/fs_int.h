@@ -72,6 +72,7 @@ struct fs {
 	pthread_mutex_t txmu;       /* txs, history, next_txid */
 	fs_tx *txs;                 /* open ones (active or doomed) */
 	int ntx;                    /* how many: read without txmu as a hint */
+	int root_private;           /* how many of them changed the root inode (fs_tx_root_changed) */
 	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */
 	char history[16][400];      /* how the last transactions ended */
 	unsigned nhistory;
@@ -139,6 +140,9 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 int fs_errno(int rc);
 /* A member's call (fs_tx.c). */
 int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *arg);
+/* A member's call changed the root inode in tx's write set: the root's
+ * attributes are no longer the same for every view (fs_root_private). */
+void fs_tx_root_changed(fs_tx *tx);
 
 /* Locks (fs.c F2, F5).  Names: "I"+ino, the call's short lock that plain
  * readers take; "U"+ino, the transaction-level lock that user transactions

@@ -94,6 +94,7 @@ struct fs_tx {
 	uint64_t calls;
 	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
 	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (under mu) */
+	int root_changed;          /* counted in f->root_private (set under mu, read by unlist) */
 	pid_t members[TX_MEMBERS]; /* under txmu */
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
@@ -129,6 +130,16 @@ static uint64_t now_ns(void)
 }
 
 int fs_tx_count(const fs *f) { return __atomic_load_n(&f->ntx, __ATOMIC_ACQUIRE); }
+
+int fs_root_private(const fs *f) { return __atomic_load_n(&f->root_private, __ATOMIC_ACQUIRE); }
+
+void fs_tx_root_changed(fs_tx *tx) /* under tx->mu (a member's call) */
+{
+	if (!tx->root_changed) {
+		tx->root_changed = 1;
+		__atomic_add_fetch(&tx->f->root_private, 1, __ATOMIC_ACQ_REL);
+	}
+}
 uint64_t fs_tx_gen(fs *f) { return __atomic_load_n(&f->txgen, __ATOMIC_ACQUIRE); }
 uint64_t fs_tx_id(const fs_tx *tx) { return tx->id; }
 uid_t fs_tx_uid(const fs_tx *tx) { return tx->uid; }
@@ -165,6 +176,8 @@ static void unlist(fs_tx *tx)
 			}
 		tx->listed = 0;
 		tx->refs--;
+		if (tx->root_changed)
+			__atomic_sub_fetch(&f->root_private, 1, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&f->ntx, 1, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
 	}

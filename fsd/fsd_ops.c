@@ -138,8 +138,9 @@ static double entry_timeout(const fsd *d, const fs_attr *a)
 
 static double attr_timeout(const fsd *d, const fs_attr *a)
 {
-	(void)a; /* C1 */
-	return tx_mode(d) ? 0 : d->attr_timeout;
+	if (a->ino == FS_ROOT_INO && !fs_root_private(d->fs)) /* C7 */
+		return d->attr_timeout;
+	return tx_mode(d) ? 0 : d->attr_timeout; /* C1 */
 }
 
 double fsd_negative_timeout(const fsd *d) { return tx_mode(d) ? 0 : d->negative_timeout; }

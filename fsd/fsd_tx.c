@@ -78,6 +78,20 @@
  *       invalidates those replied within the entry timeout (a ring of the
  *       last NAME_RING), or, if the ring lost some or the kernel is slow to
  *       drop them, waits until they expired (entry_timeout, 1 s by default).
+ *   C7  The root's attributes are the exception to C1: every view reaches
+ *       the root by the same node id (C5), and while no open transaction
+ *       has changed the root's inode (fs_root_private) every view of its
+ *       attributes is the committed one, so they are replied with the
+ *       usual timeout -- a path walk checks the root's permissions on
+ *       every call, two round trips per open otherwise.  A member's change
+ *       of the root counts its transaction before the reply (fs.c, so
+ *       replies from then on carry zero timeouts) and invalidates the
+ *       root's attributes after it (C3: a reply read before the change
+ *       and delivered after is then dropped by the kernel, whose
+ *       invalidation bumps the inode's attribute version); the commit or
+ *       abort invalidates them again (C4) once the transaction's view is
+ *       gone, so a reply read from that view is dropped or invalidated
+ *       whenever it arrives.
  */
 #include <dirent.h>
 #include <errno.h>

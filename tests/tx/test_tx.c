@@ -1168,6 +1168,56 @@ Test(tx, abort_restores_old_state, .timeout = 120)
 	finish();
 }
 
+/* The root is the one directory every view reaches by the same node id,
+ * and its attributes are cached (fsd_tx.c C7) while no transaction has
+ * changed them.  A member's changes of the root (a link more, mode, mtime)
+ * are its own until the commit, whatever the non-member had cached, and
+ * everyone sees them at once after it; an abort takes them back. */
+static void nm_root(const char *when, unsigned mode, nlink_t links, time_t mtime)
+{
+	struct stat st;
+	nm_begin("stat of the mount's root");
+	int rc = stat(g_m.mnt, &st);
+	nm_end();
+	cr_assert(rc == 0, "non-member: stat of the root: %s", strerror(errno));
+	cr_expect((st.st_mode & 07777) == mode && st.st_nlink == links && st.st_mtime == mtime,
+		  "non-member (%s): the root is mode %o, %lu links, mtime %lld; expected %o, %lu, %lld", when,
+		  st.st_mode & 07777, (unsigned long)st.st_nlink, (long long)st.st_mtime, mode, (unsigned long)links,
+		  (long long)mtime);
+}
+
+Test(tx, root_attributes_follow_each_view, .timeout = 60)
+{
+	char x[64];
+	struct stat st0;
+	start();
+	cr_assert(chmod(g_m.mnt, 0755) == 0 && mkdir(mp("top"), 0755) == 0);
+	cr_assert(stat(g_m.mnt, &st0) == 0 && st0.st_nlink == 3);
+	tsh *s = tsh_open("T", 1);
+	tsh *other = tsh_open("U", 0);
+	nm_root("while a transaction is open, warm", 0755, 3, st0.st_mtime);
+	mcheck(s, "755 3", "stat -c '%%a %%h' .");
+	SH_OK(s, "mkdir top2 && chmod 750 . && touch -m -d @%d .", MTIME_NEW);
+	snprintf(x, sizeof x, "750 4 %d", MTIME_NEW);
+	mcheck(s, x, "stat -c '%%a %%h %%Y' .");
+	nm_root("after a member changed it", 0755, 3, st0.st_mtime);
+	snprintf(x, sizeof x, "755 3 %lld", (long long)st0.st_mtime);
+	mcheck(other, x, "stat -c '%%a %%h %%Y' .");
+	tsh_commit(s);
+	nm_root("right after txcommit", 0750, 4, MTIME_NEW);
+
+	tsh *s2 = tsh_open("T2", 1);
+	nm_root("while a second transaction is open, warm", 0750, 4, MTIME_NEW);
+	SH_OK(s2, "chmod 700 . && rmdir top2");
+	mcheck(s2, "700 3", "stat -c '%%a %%h' .");
+	nm_root("after the second member changed it", 0750, 4, MTIME_NEW);
+	tsh_abort(s2);
+	snprintf(x, sizeof x, "750 4 %d", MTIME_NEW);
+	mcheck(s2, x, "stat -c '%%a %%h %%Y' .");
+	nm_root("after txabort", 0750, 4, MTIME_NEW);
+	finish();
+}
+
 /* kill -9 of the bound shell: the transaction is aborted within a second,
  * nothing of it is visible or locked, and txstatus (and the protocol) of a
  * new shell says it ended aborted. */
