@@ -344,6 +344,34 @@ static int job_add(inval_job *j, size_t *cap, uint64_t ino, const void *name, si
 }
 
 /* Every inode and name ws changed; NULL without memory. */
+static int item_cmp(const void *a, const void *b)
+{
+	const inval_item *x = a, *y = b;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (!x->name || !y->name)
+		return (x->name != NULL) - (y->name != NULL);
+	int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Each inode and name once, though the write set names an inode in
+ * several trees (its record, its blocks, its xattrs). */
+static void job_unique(inval_job *j)
+{
+	size_t n = 0;
+	if (j->n > 1)
+		qsort(j->v, j->n, sizeof *j->v, item_cmp);
+	for (size_t i = 0; i < j->n; i++) {
+		if (n && item_cmp(&j->v[n - 1], &j->v[i]) == 0) {
+			free(j->v[i].name);
+			continue;
+		}
+		j->v[n++] = j->v[i];
+	}
+	j->n = n;
+}
+
 static inval_job *job_of(uint64_t txid, fs_ws *ws)
 {
 	inval_job *j = calloc(1, sizeof *j);
@@ -371,6 +399,7 @@ static inval_job *job_of(uint64_t txid, fs_ws *ws)
 			last = ino;
 		}
 	}
+	job_unique(j);
 	return j;
 }
 
@@ -406,8 +435,9 @@ static void job_sizes(fs_tx *tx, inval_job *j)
 }
 
 /* After it applied: the new content of each small regular file of j that
- * did not shrink (a store cannot shrink the kernel's size: its new content
- * would show with an old tail); v[i].size becomes the new size. */
+ * grew (a store cannot shrink the kernel's size: its new content would
+ * show with an old tail; and a file whose size stays needs none, since no
+ * read can be cut short); v[i].size becomes the new size. */
 static void job_contents(fs_tx *tx, inval_job *j)
 {
 	fs_op op = {.f = tx->f, .t = tx->t};
@@ -415,7 +445,7 @@ static void job_contents(fs_tx *tx, inval_job *j)
 		fs_inode in;
 		size_t got = 0;
 		if (j->v[i].name || fs_iget(&op, j->v[i].ino, &in) != 0 || !S_ISREG(in.mode) || in.size == 0 ||
-		    in.size > GROW_MAX || in.size < j->v[i].size || !(j->v[i].data = malloc(in.size)))
+		    in.size > GROW_MAX || in.size <= j->v[i].size || !(j->v[i].data = malloc(in.size)))
 			continue;
 		if (fs_data_get(&op, &in, 0, in.size, j->v[i].data, &got) == 0 && got == in.size) {
 			j->v[i].size = in.size;

@@ -115,6 +115,7 @@
 #define MAX_BOUND 1024
 
 #define CACHE_TRUST_NS 500000000ull
+#define POLL_OPEN_MS 50 /* the reaper's round while transactions are open */
 
 typedef struct proc {
 	pid_t pid, ppid, pgid, sid;
@@ -205,6 +206,7 @@ struct fsd_txs {
 	bound b[MAX_BOUND];
 	int nb;
 	int evfd;               /* wakes the reaper */
+	int long_poll;          /* the reaper sleeps up to a second: a begin must wake it (seq_cst) */
 	int stop;
 	pthread_t reaper;
 	int running;
@@ -643,6 +645,16 @@ static int pidfd_open_(pid_t pid)
 #endif
 }
 
+/* A new binding must reach the reaper's poll set: by its next round, at
+ * most POLL_OPEN_MS away while transactions are open, or at once if it
+ * sleeps longer; ended bindings are dropped in that round too, unless
+ * they pile up.  (Each wake costs the begin a thread switch.) */
+static int need_wake(struct fsd_txs *x, int nbound)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return nbound >= MAX_BOUND / 2 || __atomic_load_n(&x->long_poll, __ATOMIC_SEQ_CST);
+}
+
 static void wake(struct fsd_txs *x)
 {
 	uint64_t one = 1;
@@ -709,13 +721,18 @@ static void *reaper(void *arg)
 		}
 		pthread_mutex_unlock(&x->mu);
 		p[n] = (struct pollfd){.fd = x->evfd, .events = POLLIN};
+		/* flag first, then the count: a begin counts first, then reads
+		 * the flag (need_wake), so one of the two sees the other */
+		__atomic_store_n(&x->long_poll, 1, __ATOMIC_SEQ_CST);
 		int open_now = fs_tx_count(x->d->fs) > 0;
+		if (open_now)
+			__atomic_store_n(&x->long_poll, 0, __ATOMIC_SEQ_CST);
 		if (open_now) {
 			int k = fs_tx_watch(x->d->fs, blocked_in_kernel, NULL);
 			if (k)
 				fsd_log(LOG_INFO, "%d lock wait(s) cancelled: a deadlock through the kernel's file locks", k);
 		}
-		if (poll(p, (nfds_t)n + 1, open_now ? 50 : 1000) < 0)
+		if (poll(p, (nfds_t)n + 1, open_now ? POLL_OPEN_MS : 1000) < 0)
 			continue;
 		if (p[n].revents) {
 			uint64_t v;
@@ -991,8 +1008,8 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, EPERM, msg);
 		return;
 	}
-	long tuid;
-	if (proc_status_num((pid_t)target, "Uid", &tuid) != 0) {
+	long tuid = (long)cx->uid; /* a process binding itself: the request's user */
+	if (i > 0 && proc_status_num((pid_t)target, "Uid", &tuid) != 0) {
 		snprintf(msg, sizeof msg, "process %ld has exited", target);
 		answer(req, d, size, ESRCH, msg);
 		return;
@@ -1005,7 +1022,10 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	}
 	/* the target, or an ancestor of it, must not be bound already */
 	tn = n - i;
-	memcpy(tchain, chain + i, (size_t)tn * sizeof *tchain);
+	if (i < 0 || tn <= 0 || n > MAX_DEPTH) /* (never; for the compiler) */
+		tn = 0;
+	else
+		memcpy(tchain, chain + i, (size_t)tn * sizeof *tchain);
 	fs_tx *tx = chain_tx(d, tchain, tn, &at);
 	if (tx) {
 		if (at == 0)
@@ -1039,6 +1059,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 					.leader = tchain[0].sid == tchain[0].pid, .since = boot_ticks()};
 		fd = -1;
 	}
+	int nbound = x->nb;
 	pthread_mutex_unlock(&x->mu);
 	if (fd >= 0) { /* too many open at once */
 		close(fd);
@@ -1047,7 +1068,8 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, EAGAIN, "too many open transactions on this mount");
 		return;
 	}
-	wake(x);
+	if (need_wake(x, nbound))
+		wake(x);
 	fs_tx_member(tx, (pid_t)target);
 	snprintf(msg, sizeof msg, "%" PRIu64, fs_tx_id(tx));
 	fs_tx_put(tx);
@@ -1081,8 +1103,7 @@ static void ctl_commit(fuse_req_t req, fsd *d, size_t size)
 		return;
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
 	fs_tx_put(tx);
-	wake(d->txs);
-	answer(req, d, size, -rc, msg);
+	answer(req, d, size, -rc, msg); /* the reaper drops the binding in its next round */
 }
 
 static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
@@ -1127,7 +1148,6 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	snprintf(msg, sizeof msg, "transaction %" PRIu64 " aborted%s", fs_tx_id(tx),
 		 was == FS_TX_DOOMED ? " (it had been doomed already)" : "");
 	fs_tx_put(tx);
-	wake(d->txs);
 	answer(req, d, size, 0, msg);
 }
 
