@@ -50,7 +50,7 @@
  *       can be lost by a crash (random_crash saw a commit that a kill -9
  *       before the flush took back, when the push came first).  The wait
  *       for them is bounded (notify_before_release): X4's exception.  A
- *       small file that did not shrink first gets its new content stored
+ *       small file that grew first gets its new content stored
  *       in the kernel's page cache, which sets the kernel's size: a read
  *       that had checked the old size and then waited for these locks to
  *       fill a page would otherwise cut the new bytes to the old size
