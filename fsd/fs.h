@@ -181,7 +181,8 @@ int fs_stat_fs(fs *f, fs_statfs *out);
 enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
 /* What the kernel's caches must drop when a transaction ends, and after a
  * member's change (fsd): an inode (its attributes and pages), or the entry
- * name in directory parent (name != NULL). */
+ * name in directory parent (name != NULL); txid is the transaction's, or 0
+ * if the kernel was never given a node id of its own (fs_tx_mark_aliased). */
 typedef void (*fs_notify_fn)(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len);
 /* The kernel should hold data (size bytes) as the whole content of
  * regular file ino, about to be committed (fs_tx.c X6). */
@@ -200,6 +201,10 @@ uint64_t fs_tx_gen(fs *f);
  * (its attributes, links or times): while there are none, every view of
  * the root's attributes is the committed one (a hint, without a lock). */
 int fs_root_private(const fs *f);
+/* The kernel was given a node id private to tx (fsd.h: aliases); until
+ * then, nothing of tx's own can be in the kernel's caches. */
+void fs_tx_mark_aliased(fs_tx *tx);
+int fs_tx_aliased(const fs_tx *tx);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);

@@ -95,6 +95,7 @@ struct fs_tx {
 	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
 	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (under mu) */
 	int root_changed;          /* counted in f->root_private (set under mu, read by unlist) */
+	int aliased;               /* fs_tx_mark_aliased (relaxed atomic) */
 	pid_t members[TX_MEMBERS]; /* under txmu */
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
@@ -130,6 +131,17 @@ static uint64_t now_ns(void)
 }
 
 int fs_tx_count(const fs *f) { return __atomic_load_n(&f->ntx, __ATOMIC_ACQUIRE); }
+
+void fs_tx_mark_aliased(fs_tx *tx)
+{
+	if (!__atomic_load_n(&tx->aliased, __ATOMIC_RELAXED))
+		__atomic_store_n(&tx->aliased, 1, __ATOMIC_RELAXED);
+}
+
+int fs_tx_aliased(const fs_tx *tx) { return __atomic_load_n(&tx->aliased, __ATOMIC_RELAXED); }
+
+/* The txid the notifications of tx's end carry (fs_notify_fn). */
+static uint64_t notify_id(const fs_tx *tx) { return fs_tx_aliased(tx) ? tx->id : 0; }
 
 int fs_root_private(const fs *f) { return __atomic_load_n(&f->root_private, __ATOMIC_ACQUIRE); }
 
@@ -824,12 +836,12 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		pthread_mutex_unlock(&tx->mu);
 		unlist(tx);
 		history_add(f, tx, "failed to commit: %s", tx->reason);
-		notify_all(f, tx->id, ws);
+		notify_all(f, notify_id(tx), ws);
 		ws_destroy(ws);
 		return -rc;
 	}
 	wait_plain_readers(f, tx->ws); /* X7 */
-	inval_job *inv = f->notify && f->irunning ? job_of(tx->id, tx->ws) : NULL; /* X6 */
+	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
 		job_sizes(tx, inv);
 	rc = apply(tx);
@@ -874,7 +886,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		history_add(f, tx, "failed to commit: %s", commit_failure(e));
 	}
 	if (!invalidated || rc != 0) /* (X6 pushed sizes a failed commit did not make) */
-		notify_all(f, tx->id, ws);
+		notify_all(f, notify_id(tx), ws);
 	ws_destroy(ws);
 	return -e;
 }
@@ -897,13 +909,13 @@ void fs_tx_abort(fs_tx *tx, int why, const char *reason, int end)
 		tx->dropped = NULL;
 	}
 	pthread_mutex_unlock(&tx->mu);
-	notify_all(f, tx->id, dropped);
+	notify_all(f, notify_id(tx), dropped);
 	ws_destroy(dropped);
 	if (end && was != FS_TX_ENDED) {
 		unlist(tx);
 		history_add(f, tx, "aborted: %s", was == FS_TX_DOOMED ? tx->reason : reason);
 	}
-	notify_all(f, tx->id, ws);
+	notify_all(f, notify_id(tx), ws);
 	ws_destroy(ws);
 }
 

@@ -176,6 +176,8 @@ void fsd_to_entry(fsd *d, const fs_caller *c, uint64_t parent, const char *name,
 {
 	memset(e, 0, sizeof *e);
 	e->ino = fsd_nodeid(c, a->ino); /* C5 */
+	if (e->ino != a->ino)
+		fs_tx_mark_aliased(c->tx);
 	e->generation = 0; /* inode numbers are never reused (fs.h) */
 	fsd_to_stat(a, &e->attr);
 	e->entry_timeout = entry_timeout(d, a);

@@ -590,16 +590,21 @@ void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, cons
 {
 	if (!c->tx || !d->txs)
 		return;
-	/* the member's own inodes (C5) took the reply; the shared ones may
-	 * hold its names (a create in a directory it opened before joining) */
-	if (ino)
+	/* the member's own inodes (C5) took the reply -- if the kernel has
+	 * any; the shared ones may hold its names (a create in a directory it
+	 * opened before joining) */
+	int own = fs_tx_aliased(c->tx);
+	if (ino && (own || fsd_nodeid(c, ino) == ino)) /* (the root is everyone's) */
 		inval(d->txs, fsd_nodeid(c, ino), NULL, 0);
+	int own_parent = parent && own && fsd_nodeid(c, parent) != parent;
 	if (parent) {
-		inval(d->txs, fsd_nodeid(c, parent), NULL, 0);
+		if (own_parent)
+			inval(d->txs, fsd_nodeid(c, parent), NULL, 0);
 		inval(d->txs, parent, NULL, 0);
 	}
 	if (parent && name) {
-		inval(d->txs, fsd_nodeid(c, parent), name, strlen(name));
+		if (own_parent)
+			inval(d->txs, fsd_nodeid(c, parent), name, strlen(name));
 		inval(d->txs, parent, name, strlen(name));
 	}
 }
