@@ -74,7 +74,8 @@
 	X(FALLOCATE, "fallocate")                                                                                      \
 	X(LSEEK, "lseek")                                                                                              \
 	X(NEGATIVE, "lookup-negative") /* lookups answered "no such name" (cached negative_timeout) */               \
-	X(COPY_FILE_RANGE, "copy_file_range")
+	X(COPY_FILE_RANGE, "copy_file_range")                                                                          \
+	X(BEGIN_DROPPED, "begin-dropped") /* names a begin had the kernel drop (fsd_tx.c C6) */
 
 enum fsd_op {
 #define FSD_OP_ENUM(id, name) FSD_OP_##id,

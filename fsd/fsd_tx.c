@@ -78,6 +78,10 @@
  *       invalidates those replied within the entry timeout (a ring of the
  *       last NAME_RING), or, if the ring lost some or the kernel is slow to
  *       drop them, waits until they expired (entry_timeout, 1 s by default).
+ *       Names a begin invalidated are not invalidated again by the next
+ *       (ring_done): a program that looked its files up just before its
+ *       first transaction paid a thread and a notification per name at
+ *       every begin for a second.
  *   C7  The root's attributes are the exception to C1: every view reaches
  *       the root by the same node id (C5), and while no open transaction
  *       has changed the root's inode (fs_root_private) every view of its
@@ -190,12 +194,14 @@ typedef struct cached_name {
 	char name[FS_NAME_MAX];
 } cached_name;
 #define NAME_RING 4096
+#define RING_RECENT_NS 10000000ull /* names put this shortly before a begin's invalidation are invalidated again */
 
 struct fsd_txs {
 	fsd *d;
 	pthread_mutex_t rmu;     /* the ring of cached names */
 	cached_name *ring;       /* NAME_RING; NULL: none (begin waits instead) */
 	uint64_t nring;          /* names ever put in it */
+	uint64_t ring_done;      /* the names before this one were invalidated since they were put */
 	int nexpire;             /* expire threads running (atomic) */
 	seen_ent seen[MAX_SEEN]; /* under mu */
 	group_rule rules[MAX_RULES];
@@ -901,6 +907,8 @@ static void *expire_thread(void *arg)
 	expire_job *j = arg;
 	for (size_t i = 0; i < j->n; i++)
 		inval(j->x, j->v[i].parent, j->v[i].name, j->v[i].len);
+	for (size_t i = 0; i < j->n; i++)
+		fs_count(j->x->d->fs, FSD_OP_BEGIN_DROPPED);
 	struct fsd_txs *x = j->x;
 	pthread_mutex_lock(&j->mu);
 	j->done = 1;
@@ -964,19 +972,36 @@ static void expire_cached_names(fsd *d)
 	uint64_t from = now - (uint64_t)(d->entry_timeout * 1e9) - 100000000ull; /* replies since then may live */
 	int whole = 0;
 	if (x->ring) {
+		/* the names put since the last begin that invalidated them all
+		 * (a program that looked its files up before its first
+		 * transaction must not pay for them at every begin) */
 		pthread_mutex_lock(&x->rmu);
-		uint64_t first = x->nring > NAME_RING ? x->nring - NAME_RING : 0;
-		whole = first == 0 || x->ring[first % NAME_RING].ns < from;
+		uint64_t lost = x->nring > NAME_RING ? x->nring - NAME_RING : 0, end = x->nring;
+		uint64_t first = x->ring_done > lost ? x->ring_done : lost;
+		whole = first == x->ring_done || x->ring[first % NAME_RING].ns < from;
+		if (whole && first == end) {
+			pthread_mutex_unlock(&x->rmu);
+			return;
+		}
 		size_t n = 0;
-		cached_name *v = whole ? malloc((size_t)(x->nring - first) * sizeof *v + 1) : NULL;
-		for (uint64_t i = first; v && i < x->nring; i++)
+		cached_name *v = whole ? malloc((size_t)(end - first) * sizeof *v + 1) : NULL;
+		for (uint64_t i = first; v && i < end; i++)
 			if (x->ring[i % NAME_RING].ns >= from)
 				v[n++] = x->ring[i % NAME_RING];
 		pthread_mutex_unlock(&x->rmu);
 		whole = v && expire_names(x, v, n);
+		if (whole) { /* (a reply put just before may reach the kernel after: again next time) */
+			pthread_mutex_lock(&x->rmu);
+			uint64_t done = end;
+			while (done > first && done > x->ring_done && done + NAME_RING > x->nring &&
+			       x->ring[(done - 1) % NAME_RING].ns + RING_RECENT_NS >= now)
+				done--;
+			if (done > x->ring_done)
+				x->ring_done = done;
+			pthread_mutex_unlock(&x->rmu);
+			return;
+		}
 	}
-	if (whole)
-		return;
 	uint64_t w = until - now;
 	struct timespec dt = {.tv_sec = (time_t)(w / 1000000000ull), .tv_nsec = (long)(w % 1000000000ull)};
 	while (nanosleep(&dt, &dt) != 0 && errno == EINTR)
