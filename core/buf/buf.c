@@ -65,6 +65,7 @@
 #include "util.h"
 
 #define RA_MAX 32             /* pages read ahead at most */
+#define RA_ASYNC 512          /* a stream's pages the kernel reads ahead of it (B8) */
 #define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
 #define REF_MAX 2             /* a page used again: a turn of the hand more */
 #define ONCE_RING 4096        /* frames BUF_ONCE pages cycle through, at most */
@@ -96,6 +97,7 @@ struct buf_pool {
 	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
 	uint64_t ra_last;     /* under mu: the last page read or read ahead */
 	uint64_t ra_win;      /* under mu: the current read-ahead window */
+	uint64_t ra_advised;  /* under mu: a stream's pages below this were handed to the kernel (RA_ASYNC) */
 	struct ring {                 /* under mu: frames pages used once cycle through */
 		struct ring_slot {
 			size_t frame; /* index + 1; 0: empty */
@@ -332,8 +334,13 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
  * doubles from 4 to RA_MAX are read with one pread into clean, unpinned
  * frames, skipping pages the pool holds and stopping at a dirty victim (no
  * write under mu, B7).  A page whose checksum fails is not kept: reading it
- * for real reports the damage. */
-static void read_ahead(buf_pool *bp, uint64_t pgno)
+ * for real reports the damage.  Once the window is whole (a stream), the
+ * kernel is asked to read the RA_ASYNC pages beyond it in the background,
+ * in steps of half that: *adv (pages from adv[0], adv[1] of them) for the
+ * caller to hand over once mu is released.  So the disk works while the
+ * stream is served, as the kernel's own read-ahead does for a file read in
+ * order; the preads then copy from memory. */
+static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 {
 	if (pgno != bp->ra_last + 1 || !bp->rabuf) {
 		bp->ra_last = pgno;
@@ -344,6 +351,11 @@ static void read_ahead(buf_pool *bp, uint64_t pgno)
 	uint64_t first = pgno + 1, n = bp->ra_win, end = log_end(bp->lg);
 	size_t got;
 	bp->ra_last = pgno + n;
+	if (n == RA_MAX && bp->ra_advised < first + n + RA_ASYNC / 2) {
+		adv[0] = bp->ra_advised > first + n ? bp->ra_advised : first + n;
+		adv[1] = first + n + RA_ASYNC - adv[0];
+		bp->ra_advised = adv[0] + adv[1];
+	}
 	if (first + n > BUF_MAX_PAGES || io_pread(bp->f, bp->rabuf, n * bp->psize, first * bp->psize, &got) != 0)
 		return;
 	for (uint64_t i = 0; i < n && i * bp->psize < got; i++) {
@@ -456,9 +468,12 @@ retry:
 			return rc;
 		}
 		bp->st.reads++;
+		uint64_t adv[2] = {0, 0};
 		if (!(flags & BUF_REBUILD))
-			read_ahead(bp, pgno);
+			read_ahead(bp, pgno, adv);
 		pthread_mutex_unlock(&bp->mu);
+		if (adv[1] && adv[0] + adv[1] <= BUF_MAX_PAGES)
+			io_willneed(bp->f, adv[0] * bp->psize, adv[1] * bp->psize);
 		if (flags & BUF_X)
 			goto done;
 		pthread_rwlock_unlock(&pg->latch);

@@ -194,6 +194,12 @@ static void posix_writeback(void *h, uint64_t off, uint64_t len)
 	(void)sync_file_range(pf->pf_fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
 }
 
+static void posix_willneed(void *h, uint64_t off, uint64_t len)
+{
+	posix_file *pf = h;
+	(void)posix_fadvise(pf->pf_fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
 static int posix_mkdir(const char *path)
 {
 	return mkdir(path, 0755) < 0 ? errno : 0;
@@ -234,6 +240,7 @@ static const io_backend io_posix = {
 	.truncate = posix_truncate,
 	.reserve = posix_reserve,
 	.writeback = posix_writeback,
+	.willneed = posix_willneed,
 	.mkdir = posix_mkdir,
 	.rename = posix_rename,
 	.unlink = posix_unlink,
@@ -374,6 +381,12 @@ void io_writeback(io_file *f, uint64_t off, uint64_t len)
 {
 	if (f->io_be->writeback)
 		f->io_be->writeback(f->io_h, off, len);
+}
+
+void io_willneed(io_file *f, uint64_t off, uint64_t len)
+{
+	if (f->io_be->willneed)
+		f->io_be->willneed(f->io_h, off, len);
 }
 
 int io_reserve(io_file *f, uint64_t size)

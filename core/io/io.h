@@ -52,6 +52,10 @@ int io_reserve(io_file *f, uint64_t size);
  * sync_file_range): a later io_sync then has less left to wait for.  It
  * makes nothing durable. */
 void io_writeback(io_file *f, uint64_t off, uint64_t len);
+/* Starts reading [off, off+len) of f into the kernel's cache without
+ * waiting (a hint, posix_fadvise WILLNEED): later preads of it then find
+ * it there.  It reads nothing into the caller's memory. */
+void io_willneed(io_file *f, uint64_t off, uint64_t len);
 /* Extends f to at least size bytes of real, zero-filled blocks (written, not
  * sparse) so that later writes inside it never change the file's size. */
 int io_preallocate(io_file *f, uint64_t size);
@@ -80,6 +84,7 @@ typedef struct io_backend {
 	int (*truncate)(void *h, uint64_t size);
 	int (*reserve)(void *h, uint64_t size); /* NULL: truncate to a larger size */
 	void (*writeback)(void *h, uint64_t off, uint64_t len); /* NULL: nothing */
+	void (*willneed)(void *h, uint64_t off, uint64_t len);  /* NULL: nothing */
 	int (*mkdir)(const char *path);
 	int (*rename)(const char *from, const char *to);
 	int (*unlink)(const char *path);

@@ -511,6 +511,42 @@ Test(buf, sequential_reads_are_read_ahead)
 	cr_assert_eq(s1.reads - s0.reads, 400, "every page read once, none twice or skipped");
 }
 
+/* B8: a stream hands the pages beyond its read-ahead window to the kernel
+ * ahead of time (io_willneed), each page once, in order, and always ahead
+ * of the page being read -- so the disk works while the stream is served */
+static uint64_t wn_next, wn_pages, wn_calls, wn_behind, wn_reading;
+static void counting_willneed(void *h, uint64_t off, uint64_t len)
+{
+	(void)h;
+	if (off / PS != wn_next && wn_next)
+		wn_behind++; /* a gap or an overlap */
+	if (off / PS <= wn_reading)
+		wn_behind++;
+	wn_next = (off + len) / PS;
+	wn_pages += len / PS;
+	wn_calls++;
+}
+
+Test(buf, stream_asks_the_kernel_to_read_ahead)
+{
+	static io_backend be;
+	be = *io_posix_backend();
+	be.willneed = counting_willneed;
+	io_set_backend(&be);
+	open_all(1024, 0);
+	pages_on_disk(3000, 1024);
+	for (wn_reading = 1; wn_reading <= 3000; wn_reading++)
+		read_page(wn_reading);
+	cr_assert_gt(wn_calls, 0, "a 3000-page scan never asked the kernel to read ahead");
+	cr_assert_eq(wn_behind, 0, "a hint overlapped another, skipped pages, or named a page already read");
+	cr_assert_geq(wn_pages, 2500, "the hints covered %" PRIu64 " pages of a 3000-page scan", wn_pages);
+	cr_assert_lt(wn_calls, 20, "%" PRIu64 " hints for 3000 pages: not in steps", wn_calls);
+	wn_calls = 0;
+	read_page(1); /* cached: no stream, no hint */
+	read_page(2500);
+	cr_assert_eq(wn_calls, 0, "reads out of order asked the kernel to read ahead");
+}
+
 /* B8: a scan longer than the pool cycles through a ring of frames, so the
  * pages others use keep theirs (the ring's frames are taken again even
  * though the scan itself set their reference bits) */
