@@ -19,6 +19,13 @@
  *       at or past the size, except blocks fallocate made with KEEP_SIZE
  *       (their bytes are zeros).
  *   D2  in->blocks is the number of block records of the inode.
+ *
+ * D5 (speed): a large read asks for the data tree's leaves of the next
+ * PREFETCH_AHEAD blocks after the ones it read to be read in the
+ * background.  A file written in order has its blocks side by side on the
+ * disk (the pool's read-ahead covers them, buf.c B8), but the leaves that
+ * name them lie elsewhere, and a cold sequential read otherwise waited for
+ * each of them (one per 100-odd blocks).
  */
 #include "fs_int.h"
 
@@ -28,6 +35,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define PREFETCH_MIN 65536  /* D5: reads at least this large */
+#define PREFETCH_AHEAD 512  /* D5: blocks (2 MiB) */
 
 static void bkey(unsigned char *k, uint64_t ino, uint64_t b)
 {
@@ -111,6 +121,15 @@ int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *
 	}
 	free(buf);
 	*got = done;
+	if (rc == 0 && size >= PREFETCH_MIN && off + size < in->size) { /* D5 */
+		uint64_t b = (off + size) / bs + PREFETCH_AHEAD, last = (in->size - 1) / bs;
+		unsigned char lo[16], hi[16];
+		if (b <= last) {
+			bkey(lo, in->ino, b);
+			bkey(hi, in->ino, b + PREFETCH_AHEAD < last ? b + PREFETCH_AHEAD : last);
+			tp_prefetch(op->f->data, lo, 16, hi, 16);
+		}
+	}
 	return rc;
 }
 

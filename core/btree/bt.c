@@ -922,6 +922,35 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 	return rc;
 }
 
+void bt_prefetch(bt_tree *bt, const void *lo, size_t lolen, const void *hi, size_t hilen)
+{
+	buf_page *pg;
+	uint64_t leaves[64];
+	int n = 0, found;
+	if (check_key(bt, lolen) != 0 || check_key(bt, hilen) != 0 || buf_get(bt->bp, bt->root, BUF_S, &pg) != 0)
+		return;
+	int leaf = bt_level(buf_data(pg)) == 0;
+	buf_put(bt->bp, pg);
+	if (leaf || bt_descend(bt, lo, lolen, 1, 0, NULL, &pg) != 0)
+		return; /* (a root that is the leaf: in memory already) */
+	const unsigned char *p = buf_data(pg);
+	unsigned i = bt_search(p, bt->cmp, lo, lolen, &found), ns = bt_nslots(p);
+	long k = found ? (long)i : (long)i - 1; /* the child that covers lo; -1: the leftmost */
+	for (long first = k; k < (long)ns && n < 64; k++) {
+		if (k < 0) {
+			leaves[n++] = bt_leftmost(p);
+			continue;
+		}
+		const unsigned char *c = bt_ccell(p, (unsigned)k);
+		if (k > first && bt_cmp(bt->cmp, bt_ckey(c), bt_cklen(c), hi, hilen) > 0)
+			break;
+		leaves[n++] = bt_cchild(c);
+	}
+	buf_put(bt->bp, pg);
+	for (int j = 0; j < n; j++)
+		buf_prefetch(bt->bp, leaves[j]);
+}
+
 /* A byte range of an overflow page to change in place. */
 typedef struct patch {
 	uint64_t pgno;

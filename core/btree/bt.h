@@ -49,6 +49,12 @@ int bt_drop(bt_tree *bt, txn *t);
  * and every change is logged; with t == NULL the tree is unprotected, as
  * db(3) allowed: no locks, no log, no recovery. */
 int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+/* A hint: the leaves that hold the keys from lo to hi (or would) are
+ * asked for in the background (buf_prefetch) -- those of them that one
+ * parent page names -- so that a stream of gets whose leaves lie apart on
+ * the disk does not wait for each.  Internal pages are latched briefly;
+ * nothing is locked, read into the pool or returned. */
+void bt_prefetch(bt_tree *bt, const void *lo, size_t lolen, const void *hi, size_t hilen);
 int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, size_t vlen, int flags);
 int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen);
 size_t bt_max_key(const bt_tree *bt);

@@ -66,6 +66,7 @@
 
 #define RA_MAX 32             /* pages read ahead at most */
 #define RA_ASYNC 512          /* a stream's pages the kernel reads ahead of it (B8) */
+#define RA_STREAMS 8          /* sequential readers followed at once (B8) */
 #define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
 #define REF_MAX 2             /* a page used again: a turn of the hand more */
 #define ONCE_RING 4096        /* frames BUF_ONCE pages cycle through, at most */
@@ -95,9 +96,13 @@ struct buf_pool {
 	buf_page *frames;
 	size_t mem_bytes;     /* the frames' memory (mmap) */
 	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
-	uint64_t ra_last;     /* under mu: the last page read or read ahead */
-	uint64_t ra_win;      /* under mu: the current read-ahead window */
-	uint64_t ra_advised;  /* under mu: a stream's pages below this were handed to the kernel (RA_ASYNC) */
+	struct ra_stream {    /* under mu: a sequential reader (B8) */
+		uint64_t last;    /* the last page it read or had read ahead */
+		uint64_t win;     /* its read-ahead window */
+		uint64_t advised; /* its pages below this were handed to the kernel (RA_ASYNC) */
+		uint64_t used;    /* ra_tick when it last read: the oldest makes room */
+	} ra[RA_STREAMS];
+	uint64_t ra_tick;
 	struct ring {                 /* under mu: frames pages used once cycle through */
 		struct ring_slot {
 			size_t frame; /* index + 1; 0: empty */
@@ -330,7 +335,7 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
 }
 
 /* Sequential read-ahead (B8; mu held, pgno just read into a pinned frame):
- * when pgno follows the last page read, the next pages up to a window that
+ * when pgno follows the last page one of RA_STREAMS readers read, the next pages up to a window that
  * doubles from 4 to RA_MAX are read with one pread into clean, unpinned
  * frames, skipping pages the pool holds and stopping at a dirty victim (no
  * write under mu, B7).  A page whose checksum fails is not kept: reading it
@@ -342,19 +347,35 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
  * order; the preads then copy from memory. */
 static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 {
-	if (pgno != bp->ra_last + 1 || !bp->rabuf) {
-		bp->ra_last = pgno;
-		bp->ra_win = 0;
+	/* the stream this page continues (the next page, or one of its window
+	 * that read-ahead had to leave out); else the oldest starts again here
+	 * (the kernel's read-ahead of a FUSE file sends two or three requests
+	 * at once, each a stream of its own) */
+	struct ra_stream *s = NULL, *old = &bp->ra[0];
+	for (int i = 0; i < RA_STREAMS && !s; i++) {
+		struct ra_stream *r = &bp->ra[i];
+		if (r->used && pgno <= r->last + 1 && pgno + r->win > r->last) /* next, or in its window */
+			s = r;
+		else if (r->used && pgno > r->last && pgno < r->advised) /* it skipped a few: again from here */
+			old = r, i = RA_STREAMS;
+		else if (r->used < old->used)
+			old = r;
+	}
+	bp->ra_tick++;
+	if (!s || !bp->rabuf) {
+		uint64_t advised = pgno > old->last && pgno < old->advised ? old->advised : 0;
+		*old = (struct ra_stream){.last = pgno, .advised = advised, .used = bp->ra_tick};
 		return;
 	}
-	bp->ra_win = bp->ra_win ? (2 * bp->ra_win < RA_MAX ? 2 * bp->ra_win : RA_MAX) : 4;
-	uint64_t first = pgno + 1, n = bp->ra_win, end = log_end(bp->lg);
+	s->used = bp->ra_tick;
+	s->win = s->win ? (2 * s->win < RA_MAX ? 2 * s->win : RA_MAX) : 4;
+	uint64_t first = pgno + 1, n = s->win, end = log_end(bp->lg);
 	size_t got;
-	bp->ra_last = pgno + n;
-	if (n == RA_MAX && bp->ra_advised < first + n + RA_ASYNC / 2) {
-		adv[0] = bp->ra_advised > first + n ? bp->ra_advised : first + n;
+	s->last = pgno + n;
+	if (n == RA_MAX && s->advised < first + n + RA_ASYNC / 2) {
+		adv[0] = s->advised > first + n ? s->advised : first + n;
 		adv[1] = first + n + RA_ASYNC - adv[0];
-		bp->ra_advised = adv[0] + adv[1];
+		s->advised = adv[0] + adv[1];
 	}
 	if (first + n > BUF_MAX_PAGES || io_pread(bp->f, bp->rabuf, n * bp->psize, first * bp->psize, &got) != 0)
 		return;
@@ -370,7 +391,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
 		    !all_zero(img, bp->psize))
 			continue;
-		f = bp->ra_win == RA_MAX ? ring_victim(bp, &bp->ra_ring, q) : victim(bp);
+		f = n == RA_MAX ? ring_victim(bp, &bp->ra_ring, q) : victim(bp);
 		if (!f || (f->valid && f->dirty))
 			break;
 		if (f->valid)
@@ -488,6 +509,20 @@ latch:
 done:
 	*out = pg;
 	return 0;
+}
+
+void buf_prefetch(buf_pool *bp, uint64_t pgno)
+{
+	buf_page *pg;
+	if (pgno > BUF_MAX_PAGES)
+		return;
+	pthread_mutex_lock(&bp->mu);
+	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
+		if (pg->pgno == pgno)
+			break;
+	pthread_mutex_unlock(&bp->mu);
+	if (!pg)
+		io_willneed(bp->f, pgno * bp->psize, bp->psize);
 }
 
 void buf_put(buf_pool *bp, buf_page *pg)

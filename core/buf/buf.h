@@ -49,6 +49,11 @@ void buf_close(buf_pool *bp);
  * message naming the file and page; the data is never returned. */
 int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out);
 void buf_put(buf_pool *bp, buf_page *pg);
+/* Asks for page pgno to be read into the kernel's cache in the background
+ * if the pool does not hold it (io_willneed): a later buf_get of it then
+ * copies from memory instead of waiting for the disk.  A hint: it pins,
+ * reads and returns nothing. */
+void buf_prefetch(buf_pool *bp, uint64_t pgno);
 unsigned char *buf_data(buf_page *pg);
 uint64_t buf_pgno(const buf_page *pg);
 uint64_t buf_page_lsn(const buf_page *pg);

@@ -183,6 +183,11 @@ int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size
 	return rc ? rc : bt_get(tr->bt, x, key, klen, val, cap, vlen);
 }
 
+void tp_prefetch(tp_tree *tr, const void *lo, size_t lolen, const void *hi, size_t hilen)
+{
+	bt_prefetch(tr->bt, lo, lolen, hi, hilen);
+}
+
 int tp_put(tp_txn *t, tp_tree *tr, const void *key, size_t klen, const void *val, size_t vlen, int flags)
 {
 	txn *x;

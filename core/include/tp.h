@@ -149,6 +149,10 @@ size_t tp_tree_max_key(const tp_tree *tr);
 size_t tp_tree_value_page(const tp_tree *tr);
 /* *vlen is the whole value's length; at most cap bytes are copied. */
 int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+/* A hint that the keys from lo to hi will be read soon: the pages that
+ * hold them are read in the background.  No lock, no transaction, no
+ * result. */
+void tp_prefetch(tp_tree *tr, const void *lo, size_t lolen, const void *hi, size_t hilen);
 int tp_put(tp_txn *t, tp_tree *tr, const void *key, size_t klen, const void *val, size_t vlen, int flags);
 int tp_del(tp_txn *t, tp_tree *tr, const void *key, size_t klen);
 

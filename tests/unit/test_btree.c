@@ -50,6 +50,7 @@
 #include "bt.h"
 #include "bt_int.h"
 #include "bt_model.h"
+#include "io.h"
 #include "tp.h"
 #include "tp_int.h"
 #include "workload.h"
@@ -1465,3 +1466,77 @@ Test(btree, protected_needs_txn, .init = setup, .fini = teardown, .timeout = 60)
 	tp_tree_close(nt);
 	cr_assert_eq(tp_close(env), 0);
 }
+
+/* bt_prefetch: a range's leaves, and only they, are handed to the kernel
+ * to read in the background, once each, the low key's leaf first; none of
+ * what the pool holds already. */
+static uint64_t pf_pg[256];
+static int pf_n;
+static void pf_willneed(void *h, uint64_t off, uint64_t len)
+{
+	(void)h;
+	for (uint64_t o = off; o < off + len && pf_n < 256; o += 4096)
+		pf_pg[pf_n++] = o / 4096;
+}
+
+static uint64_t leaf_of(bt_tree *bt, const char *key)
+{
+	buf_page *pg;
+	cr_assert_eq(bt_descend(bt, key, strlen(key), 0, 0, NULL, &pg), 0);
+	uint64_t no = buf_pgno(pg);
+	buf_put(bt->bp, pg);
+	return no;
+}
+
+Test(btree, prefetch_names_the_leaves_of_a_range, .init = setup, .fini = teardown, .timeout = 60)
+{
+	static io_backend be;
+	char k[16], v[100];
+	tp_tree *tr;
+	tp_txn *t;
+	be = *io_posix_backend();
+	be.willneed = pf_willneed;
+	io_set_backend(&be);
+	tp_env *env = open_store(4096, 0, 1);
+	memset(v, 'v', sizeof v);
+	cr_assert_eq(tp_tree_open(env, "pf", TP_TREE_CREATE, &tr), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (int i = 0; i < 5000; i++) {
+		snprintf(k, sizeof k, "k%08d", i);
+		cr_assert_eq(tp_put(t, tr, k, strlen(k), v, sizeof v, 0), 0);
+	}
+	cr_assert_eq(tp_commit(t, 0), 0);
+	cr_assert_eq(tp_close(env), 0);
+	env = open_store(4096, 0, 0); /* a cold pool */
+	cr_assert_eq(tp_tree_open(env, "pf", 0, &tr), 0);
+	pf_n = 0;
+	tp_prefetch(tr, "k00001000", 9, "k00001300", 9);
+	int hinted = pf_n;
+	bt_tree *bt = open_bt(env, "pf");
+	uint64_t leaves[256];
+	int nl = 0;
+	for (int i = 1000; i <= 1300; i++) {
+		snprintf(k, sizeof k, "k%08d", i);
+		uint64_t no = leaf_of(bt, k);
+		if (!nl || leaves[nl - 1] != no)
+			leaves[nl++] = no;
+	}
+	cr_assert_gt(nl, 3, "the range spans %d leaves: too few to test", nl);
+	cr_assert_gt(hinted, 0, "no leaf of the range was asked for");
+	cr_assert_eq(pf_pg[0], leaves[0], "the first hint is page %" PRIu64 ", not the low key's leaf %" PRIu64, pf_pg[0],
+		     leaves[0]);
+	for (int i = 0; i < hinted; i++) {
+		cr_assert(i < nl && pf_pg[i] == leaves[i],
+			  "hint %d names page %" PRIu64 ", not the range's leaf %d in order (%d leaves, %d hints)", i, pf_pg[i],
+			  i, nl, hinted);
+	}
+	/* (the range's leaves share one parent here: 5000 keys, two levels) */
+	cr_assert_eq(hinted, nl, "%d hints for the %d leaves of the range", hinted, nl);
+	pf_n = 0;
+	tp_prefetch(tr, "k00001000", 9, "k00001300", 9); /* all in the pool now */
+	cr_assert_eq(pf_n, 0, "%d hints for leaves the pool holds", pf_n);
+	bt_close(bt);
+	cr_assert_eq(tp_close(env), 0);
+	io_set_backend(NULL);
+}
+

@@ -511,6 +511,26 @@ Test(buf, sequential_reads_are_read_ahead)
 	cr_assert_eq(s1.reads - s0.reads, 400, "every page read once, none twice or skipped");
 }
 
+/* B8: two readers reading in order at once, their pages interleaved (the
+ * kernel sends a FUSE file's read-ahead as two or three requests served
+ * together), are each read ahead: a single "last page read" would see
+ * neither as sequential */
+Test(buf, interleaved_streams_are_each_read_ahead)
+{
+	open_all(2048, 0);
+	pages_on_disk(1200, 2048);
+	buf_stats s0, s1;
+	buf_stats_get(bp, &s0);
+	for (uint64_t i = 1; i <= 600; i++) {
+		read_page(i);
+		read_page(600 + i);
+	}
+	buf_stats_get(bp, &s1);
+	uint64_t m = s1.misses - s0.misses;
+	cr_assert_lt(m, 120, "two interleaved scans of 600 pages each missed %" PRIu64 " times: no read-ahead", m);
+	cr_assert_eq(s1.reads - s0.reads, 1200, "every page read once, none twice or skipped");
+}
+
 /* B8: a stream hands the pages beyond its read-ahead window to the kernel
  * ahead of time (io_willneed), each page once, in order, and always ahead
  * of the page being read -- so the disk works while the stream is served */
@@ -535,6 +555,7 @@ Test(buf, stream_asks_the_kernel_to_read_ahead)
 	io_set_backend(&be);
 	open_all(1024, 0);
 	pages_on_disk(3000, 1024);
+	wn_next = wn_pages = wn_calls = wn_behind = 0; /* (writing them read ahead too) */
 	for (wn_reading = 1; wn_reading <= 3000; wn_reading++)
 		read_page(wn_reading);
 	cr_assert_gt(wn_calls, 0, "a 3000-page scan never asked the kernel to read ahead");
