@@ -355,7 +355,6 @@ static int job_add(inval_job *j, size_t *cap, uint64_t ino, const void *name, si
 	return 0;
 }
 
-/* Every inode and name ws changed; NULL without memory. */
 static int item_cmp(const void *a, const void *b)
 {
 	const inval_item *x = a, *y = b;
@@ -384,6 +383,7 @@ static void job_unique(inval_job *j)
 	j->n = n;
 }
 
+/* Every inode and name ws changed; NULL without memory. */
 static inval_job *job_of(uint64_t txid, fs_ws *ws)
 {
 	inval_job *j = calloc(1, sizeof *j);

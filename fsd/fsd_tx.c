@@ -1052,10 +1052,11 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	}
 	/* the target, or an ancestor of it, must not be bound already */
 	tn = n - i;
-	if (i < 0 || tn <= 0 || n > MAX_DEPTH) /* (never; for the compiler) */
-		tn = 0;
-	else
-		memcpy(tchain, chain + i, (size_t)tn * sizeof *tchain);
+	if (i < 0 || tn <= 0 || n > MAX_DEPTH) { /* (never: i < n <= MAX_DEPTH; for the compiler) */
+		answer(req, d, size, ESRCH, "cannot identify the calling process");
+		return;
+	}
+	memcpy(tchain, chain + i, (size_t)tn * sizeof *tchain);
 	fs_tx *tx = chain_tx(d, tchain, tn, &at);
 	if (tx) {
 		if (at == 0)
