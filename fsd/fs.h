@@ -181,15 +181,19 @@ int fs_stat_fs(fs *f, fs_statfs *out);
 enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
 /* What the kernel's caches must drop when a transaction ends, and after a
  * member's change (fsd): an inode (its attributes and pages), or the entry
- * name in directory parent (name != NULL); txid is the transaction's, or 0
- * if the kernel was never given a node id of its own (fs_tx_mark_aliased). */
-typedef void (*fs_notify_fn)(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len);
+ * name in directory parent (name != NULL); view is the transaction's
+ * (fs_tx_set_view), or 0 if the kernel was never given a node id of its
+ * own (fs_tx_mark_aliased). */
+typedef void (*fs_notify_fn)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
 /* The kernel should hold data (size bytes) as the whole content of
  * regular file ino, about to be committed (fs_tx.c X6). */
 typedef void (*fs_grow_fn)(void *ctx, uint64_t ino, const void *data, size_t size);
 void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx);
-/* Begins a transaction bound to process pid (start: its start time). */
-int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out);
+/* Begins a transaction bound to process pid (start: its start time);
+ * view: fs_tx_view's (not 0); aliased: the kernel may hold inodes of
+ * this view already (fs_tx_mark_aliased). */
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, uint64_t view, int aliased,
+		fs_tx **out);
 /* The open transaction bound to (pid, start), or by id; NULL if none. */
 fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start);
 fs_tx *fs_tx_by_id(fs *f, uint64_t id);
@@ -205,6 +209,9 @@ int fs_root_private(const fs *f);
  * then, nothing of tx's own can be in the kernel's caches. */
 void fs_tx_mark_aliased(fs_tx *tx);
 int fs_tx_aliased(const fs_tx *tx);
+/* What names the transaction's own inodes in the kernel (fsd: its alias
+ * tag), given at begin; never 0. */
+uint64_t fs_tx_view(const fs_tx *tx);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);

@@ -96,6 +96,7 @@ struct fs_tx {
 	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (under mu) */
 	int root_changed;          /* counted in f->root_private (set under mu, read by unlist) */
 	int aliased;               /* fs_tx_mark_aliased (relaxed atomic) */
+	uint64_t view;             /* fs_tx_view: what its notifications carry */
 	pid_t members[TX_MEMBERS]; /* under txmu */
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
@@ -140,8 +141,10 @@ void fs_tx_mark_aliased(fs_tx *tx)
 
 int fs_tx_aliased(const fs_tx *tx) { return __atomic_load_n(&tx->aliased, __ATOMIC_RELAXED); }
 
-/* The txid the notifications of tx's end carry (fs_notify_fn). */
-static uint64_t notify_id(const fs_tx *tx) { return fs_tx_aliased(tx) ? tx->id : 0; }
+uint64_t fs_tx_view(const fs_tx *tx) { return tx->view; }
+
+/* The view the notifications of tx's end carry (fs_notify_fn). */
+static uint64_t notify_id(const fs_tx *tx) { return fs_tx_aliased(tx) ? tx->view : 0; }
 
 int fs_root_private(const fs *f) { return __atomic_load_n(&f->root_private, __ATOMIC_ACQUIRE); }
 
@@ -196,7 +199,8 @@ static void unlist(fs_tx *tx)
 	pthread_mutex_unlock(&f->txmu);
 }
 
-int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, fs_tx **out)
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, uint64_t view, int aliased,
+		fs_tx **out)
 {
 	fs_tx *tx;
 	int rc;
@@ -208,6 +212,8 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, f
 	tx->pid = pid;
 	tx->start = start;
 	tx->uid = uid;
+	tx->view = view;
+	tx->aliased = aliased;
 	snprintf(tx->comm, sizeof tx->comm, "%s", comm ? comm : "?");
 	clock_gettime(CLOCK_REALTIME, &tx->born);
 	pthread_mutex_init(&tx->mu, NULL);
@@ -318,7 +324,7 @@ typedef struct inval_item {
 
 typedef struct inval_job {
 	struct inval_job *next;
-	uint64_t txid;
+	uint64_t view; /* fs_notify_fn's */
 	inval_item *v;
 	size_t n;
 	int done, refs; /* under f->imu */
@@ -384,13 +390,13 @@ static void job_unique(inval_job *j)
 }
 
 /* Every inode and name ws changed; NULL without memory. */
-static inval_job *job_of(uint64_t txid, fs_ws *ws)
+static inval_job *job_of(uint64_t view, fs_ws *ws)
 {
 	inval_job *j = calloc(1, sizeof *j);
 	size_t cap = 0;
 	if (!j)
 		return NULL;
-	j->txid = txid;
+	j->view = view;
 	for (int tree = WS_INODE; tree < WS_NTREES; tree++) {
 		uint64_t last = 0;
 		for (ws_node *n = ws_seek(ws, tree, "", 0, 0); n; n = ws_next(ws, n)) {
@@ -420,7 +426,7 @@ static void job_run(fs *f, const inval_job *j)
 	for (size_t i = 0; i < j->n; i++) {
 		if (j->v[i].data && f->grow)
 			f->grow(f->notify_ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
-		f->notify(f->notify_ctx, j->txid, j->v[i].ino, j->v[i].name, j->v[i].len);
+		f->notify(f->notify_ctx, j->view, j->v[i].ino, j->v[i].name, j->v[i].len);
 	}
 }
 
@@ -468,11 +474,11 @@ static void job_contents(fs_tx *tx, inval_job *j)
 	}
 }
 
-static void notify_all(fs *f, uint64_t txid, fs_ws *ws)
+static void notify_all(fs *f, uint64_t view, fs_ws *ws)
 {
 	if (!f->notify || !ws)
 		return;
-	inval_job *j = job_of(txid, ws);
+	inval_job *j = job_of(view, ws);
 	if (j)
 		job_run(f, j);
 	job_free(j);

@@ -38,7 +38,7 @@
  *       session (if it led one) or else process group, started between
  *       the begin and the exit (group_rule).
  *
- * Caches (C1-C4; what each reply lets the kernel keep is decided in
+ * Caches (C1-C8; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
  *   C1  While any transaction is open, and for 5 s after the last one
  *       ended, every entry, negative entry and attribute reply carries a
@@ -72,7 +72,7 @@
  *       (the kernel puts their bytes in the shared page cache before it
  *       asks), or fail with EBADF if the transaction has the file locked
  *       (fsd_data.c outside_change).  Tags wrap
- *       after 2^20 - 1 transactions.
+ *       after 2^20 - 1 (C8: new tags, not transactions).
  *   C6  Names the kernel was allowed to keep before the first transaction
  *       opened would resolve to shared inodes without asking: a begin
  *       invalidates those replied within the entry timeout (a ring of the
@@ -82,6 +82,16 @@
  *       (ring_done): a program that looked its files up just before its
  *       first transaction paid a thread and a notification per name at
  *       every begin for a second.
+ *   C8  A process's next transaction keeps the tag of its last one if
+ *       that one committed (tag_take): the names that transaction resolved
+ *       still name the inodes the kernel holds for it, so a path walk
+ *       looks each up once, where a new tag made the kernel find its old
+ *       dentry, ask, get another node id, drop it and ask again.  What the
+ *       kernel keeps of such an inode is no one else's: attributes with
+ *       zero timeouts, pages only of private mappings, which a direct I/O
+ *       file drops at every mmap; and the committed state it came from
+ *       is every later view's too.  After an abort the tag is new, so
+ *       nothing of the aborted view can be met again (tag_ended).
  *   C7  The root's attributes are the exception to C1: every view reaches
  *       the root by the same node id (C5), and while no open transaction
  *       has changed the root's inode (fs_root_private) every view of its
@@ -120,6 +130,7 @@
 
 #define CACHE_TRUST_NS 500000000ull
 #define POLL_OPEN_MS 50 /* the reaper's round while transactions are open */
+#define TAG_SLOTS 256   /* C8: processes whose tag is kept for their next transaction */
 
 typedef struct proc {
 	pid_t pid, ppid, pgid, sid;
@@ -211,6 +222,12 @@ struct fsd_txs {
 	cache_ent cache[CACHE_SLOTS];
 	bound b[MAX_BOUND];
 	int nb;
+	struct tag_ent {        /* C8, under mu */
+		pid_t pid;
+		uint64_t start, tag, used;
+		int aliased;
+	} tags[TAG_SLOTS];
+	uint64_t next_tag, tag_tick;
 	int evfd;               /* wakes the reaper */
 	int long_poll;          /* the reaper sleeps up to a second: a begin must wake it (seq_cst) */
 	int stop;
@@ -569,8 +586,6 @@ static void inval(struct fsd_txs *x, uint64_t nodeid, const char *name, size_t l
 		(void)fuse_lowlevel_notify_inval_inode(x->se, nodeid, 0, 0);
 }
 
-static uint64_t tag_of(uint64_t txid);
-
 /* X6 (fs_tx.c): a small file's new content into the page cache of its
  * shared inode, before its pages are dropped: the kernel takes the size
  * (which a store can only grow) before it waits for any page. */
@@ -585,11 +600,11 @@ static void grow(void *ctx, uint64_t ino, const void *data, size_t size)
 }
 
 /* C4: the fs layer's callback at the end of a transaction (fs_set_notify) */
-static void notify(void *ctx, uint64_t txid, uint64_t ino, const char *name, size_t len)
+static void notify(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len)
 {
 	inval(ctx, ino, name, len);
-	if (txid && ino != FS_ROOT_INO)
-		inval(ctx, ino | tag_of(txid) << FSD_ALIAS_SHIFT, name, len);
+	if (view && ino != FS_ROOT_INO)
+		inval(ctx, ino | view << FSD_ALIAS_SHIFT, name, len);
 }
 
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name)
@@ -619,9 +634,58 @@ void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, cons
 
 #define TAG_MAX ((1ull << (64 - FSD_ALIAS_SHIFT)) - 1)
 
-static uint64_t tag_of(uint64_t txid) { return (txid - 1) % TAG_MAX + 1; }
+uint64_t fsd_tx_tag(const fs_tx *tx) { return fs_tx_view(tx); }
 
-uint64_t fsd_tx_tag(const fs_tx *tx) { return tag_of(fs_tx_id(tx)); }
+/* C8: the tag of a new transaction bound to (pid, start): its last
+ * transaction's if that one committed (*aliased: the kernel may hold
+ * inodes of it), else a tag no remembered process has. */
+static uint64_t tag_take(struct fsd_txs *x, pid_t pid, uint64_t start, int *aliased)
+{
+	struct tag_ent *e = NULL, *old = &x->tags[0];
+	uint64_t tag;
+	pthread_mutex_lock(&x->mu);
+	for (int i = 0; i < TAG_SLOTS && !e; i++) {
+		if (x->tags[i].pid == pid && x->tags[i].start == start)
+			e = &x->tags[i];
+		else if (x->tags[i].used < old->used)
+			old = &x->tags[i];
+	}
+	x->tag_tick++;
+	if (e && e->tag) {
+		e->used = x->tag_tick;
+		*aliased = e->aliased;
+		tag = e->tag;
+		pthread_mutex_unlock(&x->mu);
+		return tag;
+	}
+	for (int busy = 1; busy;) {
+		tag = x->next_tag++ % TAG_MAX + 1; /* 1 .. TAG_MAX */
+		busy = 0;
+		for (int i = 0; i < TAG_SLOTS && !busy; i++)
+			busy = x->tags[i].tag == tag;
+	}
+	if (!e)
+		e = old;
+	*e = (struct tag_ent){.pid = pid, .start = start, .tag = tag, .used = x->tag_tick};
+	*aliased = 0;
+	pthread_mutex_unlock(&x->mu);
+	return tag;
+}
+
+/* C8: tx ended; its tag stays its process's only if it committed. */
+static void tag_ended(struct fsd_txs *x, fs_tx *tx, int committed)
+{
+	uint64_t tag = fs_tx_view(tx);
+	pthread_mutex_lock(&x->mu);
+	for (int i = 0; i < TAG_SLOTS; i++)
+		if (x->tags[i].tag == tag) {
+			if (committed)
+				x->tags[i].aliased = fs_tx_aliased(tx);
+			else
+				x->tags[i].tag = 0;
+		}
+	pthread_mutex_unlock(&x->mu);
+}
 
 uint64_t fsd_nodeid(const fs_caller *c, uint64_t ino)
 {
@@ -772,6 +836,7 @@ static void *reaper(void *arg)
 			pthread_mutex_unlock(&x->mu);
 			seen_sweep(x, ids[i]);
 			fs_tx_abort(tx, ECONNABORTED, why, 1);
+			tag_ended(x, tx, 0);
 			fs_tx_put(tx);
 		}
 		/* (nseen read without mu: a stale count only delays a sweep) */
@@ -1076,7 +1141,9 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, errno == ESRCH ? ESRCH : EIO, msg);
 		return;
 	}
-	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, (uid_t)tuid, tchain[0].comm, &tx);
+	int aliased;
+	uint64_t tag = tag_take(x, (pid_t)target, tchain[0].start, &aliased);
+	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, (uid_t)tuid, tchain[0].comm, tag, aliased, &tx);
 	if (rc) {
 		close(fd);
 		snprintf(msg, sizeof msg, "cannot begin a transaction: %s", strerror(-rc));
@@ -1133,6 +1200,7 @@ static void ctl_commit(fuse_req_t req, fsd *d, size_t size)
 	if (!tx)
 		return;
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
+	tag_ended(d->txs, tx, rc == 0);
 	fs_tx_put(tx);
 	answer(req, d, size, -rc, msg); /* the reaper drops the binding in its next round */
 }
@@ -1176,6 +1244,7 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		 (unsigned)cx->uid);
 	int was = fs_tx_state(tx);
 	fs_tx_abort(tx, ECONNABORTED, why, own);
+	tag_ended(d->txs, tx, 0);
 	snprintf(msg, sizeof msg, "transaction %" PRIu64 " aborted%s", fs_tx_id(tx),
 		 was == FS_TX_DOOMED ? " (it had been doomed already)" : "");
 	fs_tx_put(tx);

@@ -2285,6 +2285,66 @@ Test(tx, begin_drops_cached_names_once, .timeout = 60)
 	finish();
 }
 
+/* C8: a process's transactions after a committed one keep its alias tag,
+ * so the names its last transaction resolved still name the inodes the
+ * kernel holds for it: opening a file of the root is then one lookup, not
+ * two (the old dentry's check answered with another node id, then the
+ * lookup again).  After an abort the tag is new: nothing of the aborted
+ * view can be met again. */
+Test(tx, next_transaction_of_a_process_looks_up_once, .timeout = 60)
+{
+	int p[2], q[2];
+	start();
+	put("f", "data");
+	usleep(30000); /* (a name put just before a begin is dropped again by the next: C6) */
+	cr_assert(pipe2(p, O_CLOEXEC) == 0 && pipe2(q, O_CLOEXEC) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char msg[TPFS_TX_MSG_MAX], b;
+		close(p[0]);
+		close(q[1]);
+		for (int round = 0; round < 4; round++) {
+			if (read(q[0], &b, 1) != 1 || tpfs_tx_begin(g_m.mnt, 0, NULL, msg, sizeof msg) != 0)
+				_exit(2);
+			int fd = open(mp("f"), O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				_exit(3);
+			close(fd);
+			int rc = round == 1 ? tpfs_tx_abort(g_m.mnt, msg, sizeof msg) : tpfs_tx_commit(g_m.mnt, msg, sizeof msg);
+			if (rc != 0 || write(p[1], "d", 1) != 1)
+				_exit(4);
+		}
+		_exit(0);
+	}
+	close(p[1]);
+	close(q[0]);
+	g_kids[g_nkids++] = c;
+	uint64_t lookups[4];
+	char b;
+	for (int round = 0; round < 4; round++) {
+		uint64_t l0 = stat_count("lookup");
+		cr_assert(write(q[1], "g", 1) == 1);
+		cr_assert(read(p[0], &b, 1) == 1, "the program failed in round %d", round + 1);
+		lookups[round] = stat_count("lookup") - l0;
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	g_kids[g_nkids - 1] = 0;
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the program exited 0x%x", st);
+	/* round 1 commits, round 2 aborts, rounds 3 and 4 commit */
+	cr_expect_eq(lookups[1], 1, "the transaction after a commit looked f up %" PRIu64 " times, expected once",
+		     lookups[1]);
+	cr_expect_eq(lookups[2], 2, "the transaction after an abort looked f up %" PRIu64 " times, expected twice "
+				    "(a new tag: the old dentry names the aborted view's inode)",
+		     lookups[2]);
+	cr_expect_eq(lookups[3], 1, "the transaction after a commit looked f up %" PRIu64 " times, expected once",
+		     lookups[3]);
+	close(p[0]);
+	close(q[1]);
+	finish();
+}
+
 Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 {
 	static const char *const words[3] = {"ROUND-ONE", "ROUND-TWO", "ROUND-3RD"};
