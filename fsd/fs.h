@@ -182,8 +182,8 @@ enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
 /* What the kernel's caches must drop when a transaction ends, and after a
  * member's change (fsd): an inode (its attributes and pages), or the entry
  * name in directory parent (name != NULL); view is the transaction's
- * (fs_tx_set_view), or 0 if the kernel was never given a node id of its
- * own (fs_tx_mark_aliased). */
+ * (fs_tx_view), or 0 if the kernel was never given a node id of its own
+ * (fs_tx_mark_aliased). */
 typedef void (*fs_notify_fn)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
 /* The kernel should hold data (size bytes) as the whole content of
  * regular file ino, about to be committed (fs_tx.c X6). */

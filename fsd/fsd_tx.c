@@ -82,16 +82,6 @@
  *       (ring_done): a program that looked its files up just before its
  *       first transaction paid a thread and a notification per name at
  *       every begin for a second.
- *   C8  A process's next transaction keeps the tag of its last one if
- *       that one committed (tag_take): the names that transaction resolved
- *       still name the inodes the kernel holds for it, so a path walk
- *       looks each up once, where a new tag made the kernel find its old
- *       dentry, ask, get another node id, drop it and ask again.  What the
- *       kernel keeps of such an inode is no one else's: attributes with
- *       zero timeouts, pages only of private mappings, which a direct I/O
- *       file drops at every mmap; and the committed state it came from
- *       is every later view's too.  After an abort the tag is new, so
- *       nothing of the aborted view can be met again (tag_ended).
  *   C7  The root's attributes are the exception to C1: every view reaches
  *       the root by the same node id (C5), and while no open transaction
  *       has changed the root's inode (fs_root_private) every view of its
@@ -106,6 +96,16 @@
  *       abort invalidates them again (C4) once the transaction's view is
  *       gone, so a reply read from that view is dropped or invalidated
  *       whenever it arrives.
+ *   C8  A process's next transaction keeps the tag of its last one if
+ *       that one committed (tag_take): the names that transaction resolved
+ *       still name the inodes the kernel holds for it, so a path walk
+ *       looks each up once, where a new tag made the kernel find its old
+ *       dentry, ask, get another node id, drop it and ask again.  What the
+ *       kernel keeps of such an inode is no one else's: attributes with
+ *       zero timeouts, pages only of private mappings, which a direct I/O
+ *       file drops at every mmap; and the committed state it came from
+ *       is every later view's too.  After an abort the tag is new, so
+ *       nothing of the aborted view can be met again (tag_ended).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -970,10 +970,10 @@ static void expire_put(expire_job *j)
 static void *expire_thread(void *arg)
 {
 	expire_job *j = arg;
-	for (size_t i = 0; i < j->n; i++)
+	for (size_t i = 0; i < j->n; i++) {
 		inval(j->x, j->v[i].parent, j->v[i].name, j->v[i].len);
-	for (size_t i = 0; i < j->n; i++)
 		fs_count(j->x->d->fs, FSD_OP_BEGIN_DROPPED);
+	}
 	struct fsd_txs *x = j->x;
 	pthread_mutex_lock(&j->mu);
 	j->done = 1;

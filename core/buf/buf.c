@@ -125,6 +125,16 @@ static size_t hslot(const buf_pool *bp, uint64_t pgno)
 	return (size_t)((pgno * 0x9e3779b97f4a7c15ull) >> 17) & bp->hmask;
 }
 
+/* The frame that holds page pgno, or NULL (mu held). */
+static buf_page *hash_find(const buf_pool *bp, uint64_t pgno)
+{
+	buf_page *pg;
+	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
+		if (pg->pgno == pgno)
+			break;
+	return pg;
+}
+
 int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int readonly, buf_pool **out)
 {
 	buf_pool *bp = calloc(1, sizeof *bp);
@@ -335,8 +345,9 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
 }
 
 /* Sequential read-ahead (B8; mu held, pgno just read into a pinned frame):
- * when pgno follows the last page one of RA_STREAMS readers read, the next pages up to a window that
- * doubles from 4 to RA_MAX are read with one pread into clean, unpinned
+ * when pgno follows the last page one of RA_STREAMS readers read, the
+ * next pages up to a window that doubles from 4 to RA_MAX are read with
+ * one pread into clean, unpinned
  * frames, skipping pages the pool holds and stopping at a dirty victim (no
  * write under mu, B7).  A page whose checksum fails is not kept: reading it
  * for real reports the damage.  Once the window is whole (a stream), the
@@ -352,18 +363,23 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 	 * (the kernel's read-ahead of a FUSE file sends two or three requests
 	 * at once, each a stream of its own) */
 	struct ra_stream *s = NULL, *old = &bp->ra[0];
-	for (int i = 0; i < RA_STREAMS && !s; i++) {
+	uint64_t advised = 0; /* what the stream restarted here keeps */
+	for (int i = 0; i < RA_STREAMS; i++) {
 		struct ra_stream *r = &bp->ra[i];
-		if (r->used && pgno <= r->last + 1 && pgno + r->win > r->last) /* next, or in its window */
+		if (r->used && pgno <= r->last + 1 && pgno + r->win > r->last) { /* next, or in its window */
 			s = r;
-		else if (r->used && pgno > r->last && pgno < r->advised) /* it skipped a few: again from here */
-			old = r, i = RA_STREAMS;
-		else if (r->used < old->used)
+			break;
+		}
+		if (r->used && pgno > r->last && pgno < r->advised) { /* it skipped a few: again from here */
+			old = r;
+			advised = r->advised;
+			break;
+		}
+		if (r->used < old->used)
 			old = r;
 	}
 	bp->ra_tick++;
 	if (!s || !bp->rabuf) {
-		uint64_t advised = pgno > old->last && pgno < old->advised ? old->advised : 0;
 		*old = (struct ra_stream){.last = pgno, .advised = advised, .used = bp->ra_tick};
 		return;
 	}
@@ -383,10 +399,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		uint64_t q = first + i;
 		unsigned char *img = bp->rabuf + i * bp->psize;
 		buf_page *f;
-		for (f = bp->hash[hslot(bp, q)]; f; f = f->next)
-			if (f->pgno == q)
-				break;
-		if (f)
+		if (hash_find(bp, q))
 			continue;
 		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
 		    !all_zero(img, bp->psize))
@@ -416,10 +429,7 @@ int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)
 		return util_err(TP_EINVAL, "%s: page %" PRIu64 " is out of range", io_path(bp->f), pgno);
 retry:
 	pthread_mutex_lock(&bp->mu);
-	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
-		if (pg->pgno == pgno)
-			break;
-	if (pg) {
+	if ((pg = hash_find(bp, pgno)) != NULL) {
 		pg->pins++;
 		pg->ref = pg->ref < REF_MAX ? pg->ref + 1 : REF_MAX;
 		bp->st.hits++;
@@ -513,15 +523,12 @@ done:
 
 void buf_prefetch(buf_pool *bp, uint64_t pgno)
 {
-	buf_page *pg;
 	if (pgno > BUF_MAX_PAGES)
 		return;
 	pthread_mutex_lock(&bp->mu);
-	for (pg = bp->hash[hslot(bp, pgno)]; pg; pg = pg->next)
-		if (pg->pgno == pgno)
-			break;
+	int held = hash_find(bp, pgno) != NULL;
 	pthread_mutex_unlock(&bp->mu);
-	if (!pg)
+	if (!held)
 		io_willneed(bp->f, pgno * bp->psize, bp->psize);
 }
 
@@ -667,11 +674,8 @@ static void release_taken(buf_pool *bp, buf_page *pg, int latched)
  * never wait for it.  A page logged since is left to the WAL rule. */
 static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u)
 {
-	buf_page *pg;
 	pthread_mutex_lock(&bp->mu);
-	for (pg = bp->hash[hslot(bp, u->pgno)]; pg; pg = pg->next)
-		if (pg->pgno == u->pgno)
-			break;
+	buf_page *pg = hash_find(bp, u->pgno);
 	if (!pg || !pg->dirty) { /* written already (a STEAL or a checkpoint) */
 		pthread_mutex_unlock(&bp->mu);
 		return NULL;
