@@ -84,7 +84,7 @@ enum {
 	FS_SET_ATIME_NOW = 1 << 6,
 	FS_SET_MTIME_NOW = 1 << 7,
 	FS_SET_CTIME = 1 << 8,
-	FS_SET_KILL_SUID = 1 << 9, /* clear set-user-ID (and set-group-ID if group-executable) */
+	FS_SET_KILL_SUID = 1 << 9, /* clear set-user-ID (and set-group-ID if group-executable) of a non-directory */
 };
 
 /* Mount and unmount */
@@ -140,10 +140,10 @@ int fs_fallocate(fs *f, const fs_caller *c, uint64_t ino, int mode, uint64_t off
 int fs_lseek(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int whence, uint64_t *out);
 
 /* Extended attributes: XATTR_CREATE / XATTR_REPLACE flags.
- * security.capability is not supported (file capabilities would need
- * killpriv handling the kernel cannot negotiate with libfuse 3.14): it is
- * never present, answered without a transaction, since the kernel asks for
- * it before every write. */
+ * security.capability is not supported (file capabilities would have to be
+ * dropped on write, truncate and chown with the set-id bits): it is never
+ * present, answered without a transaction, since the kernel asks for it
+ * before the first write of each inode it holds (fsd_io.c). */
 int fs_setxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, const void *val, size_t size, int flags);
 /* size 0: *len gets the size only. -ERANGE if size is too small. */
 int fs_getxattr(fs *f, const fs_caller *c, uint64_t ino, const char *name, void *val, size_t size, size_t *len);

@@ -19,6 +19,11 @@
  *       at or past the size, except blocks fallocate made with KEEP_SIZE
  *       (their bytes are zeros).
  *   D2  in->blocks is the number of block records of the inode.
+ *   D6  A write or fallocate by a caller without CAP_FSETID -- taken to be
+ *       every uid but 0, as for a truncating open (fsd_data.c) -- clears
+ *       set-user-ID, and set-group-ID when group-executable, as Linux does;
+ *       the kernel leaves that to the daemon once it agreed to
+ *       FUSE_HANDLE_KILLPRIV_V2 (fsd_io.c), and for direct I/O always.
  *
  * D5 (speed): a large read asks for the data tree's leaves of the next
  * PREFETCH_AHEAD blocks after the ones it read to be read in the
@@ -220,6 +225,22 @@ int fs_truncate_blocks(fs_op *op, fs_inode *in, uint64_t size)
 
 /* ---- read and write ---- */
 
+/* Clears set-user-ID, and set-group-ID when group-executable (D6, and a
+ * setattr's FS_SET_KILL_SUID). */
+static void clear_setid(fs_inode *in)
+{
+	in->mode &= ~(mode_t)S_ISUID;
+	if (in->mode & S_IXGRP)
+		in->mode &= ~(mode_t)S_ISGID;
+}
+
+/* D6 */
+static void kill_setid(const fs_caller *c, fs_inode *in)
+{
+	if (c && c->uid != 0)
+		clear_setid(in);
+}
+
 typedef struct io_arg {
 	const fs_caller *c;
 	uint64_t ino, off;
@@ -266,6 +287,7 @@ static int write_fn(fs_op *op, void *arg)
 		return EFBIG;
 	if ((rc = fs_data_put(op, &in, a->off, a->in, a->size)) != 0)
 		return rc;
+	kill_setid(a->c, &in);
 	fs_now(&in.mtime);
 	in.ctime = in.mtime;
 	if ((rc = fs_iput(op, &in)) != 0)
@@ -327,17 +349,11 @@ static int setattr_fn(fs_op *op, void *arg)
 		if (a->set & FS_SET_GID)
 			in.gid = a->in->gid;
 		/* chown clears set-user-ID, and set-group-ID when group-executable */
-		if (!S_ISDIR(in.mode) && !(a->set & FS_SET_MODE)) {
-			in.mode &= ~(mode_t)S_ISUID;
-			if (in.mode & S_IXGRP)
-				in.mode &= ~(mode_t)S_ISGID;
-		}
+		if (!S_ISDIR(in.mode) && !(a->set & FS_SET_MODE))
+			clear_setid(&in);
 	}
-	if (a->set & FS_SET_KILL_SUID) {
-		in.mode &= ~(mode_t)S_ISUID;
-		if (in.mode & S_IXGRP)
-			in.mode &= ~(mode_t)S_ISGID;
-	}
+	if ((a->set & FS_SET_KILL_SUID) && !S_ISDIR(in.mode))
+		clear_setid(&in);
 	if (a->set & FS_SET_ATIME_NOW)
 		in.atime = now;
 	else if (a->set & FS_SET_ATIME)
@@ -362,6 +378,7 @@ int fs_setattr(fs *f, const fs_caller *c, uint64_t ino, const fs_attr *in, unsig
 /* ---- fallocate and lseek ---- */
 
 typedef struct range_arg {
+	const fs_caller *c;
 	uint64_t ino, off, len, result;
 	int mode;
 } range_arg;
@@ -416,6 +433,7 @@ static int fallocate_fn(fs_op *op, void *arg)
 		return rc;
 	if (!(a->mode & (FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) && end > in.size)
 		in.size = end;
+	kill_setid(a->c, &in);
 	fs_now(&in.ctime);
 	if (a->mode & FALLOC_FL_PUNCH_HOLE)
 		in.mtime = in.ctime;
@@ -424,7 +442,7 @@ static int fallocate_fn(fs_op *op, void *arg)
 
 int fs_fallocate(fs *f, const fs_caller *c, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
-	range_arg a = {.ino = ino, .off = off, .len = len, .mode = mode};
+	range_arg a = {.c = c, .ino = ino, .off = off, .len = len, .mode = mode};
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
 		return -EOPNOTSUPP;
 	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))

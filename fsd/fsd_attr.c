@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fsd_io.h"
 #include "fsd_int.h"
 
 void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -67,6 +68,12 @@ static unsigned setattr_bits(const struct stat *st, int to_set, fs_attr *in)
 	if (to_set & (FUSE_SET_ATTR_KILL_SUID | FUSE_SET_ATTR_KILL_SGID))
 		set |= FS_SET_KILL_SUID;
 #endif
+	/* Under FUSE_HANDLE_KILLPRIV_V2 (fsd_io.c) the kernel turns its own
+	 * clearing of set-id bits -- a chown to the same owner, a write or
+	 * fallocate by a caller without CAP_FSETID -- into a setattr of
+	 * nothing: the daemon clears them (of a non-directory) instead. */
+	if (set == 0 && fsd_io_killpriv_v2())
+		set |= FS_SET_KILL_SUID;
 	return set;
 }
 

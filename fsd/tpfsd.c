@@ -45,6 +45,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fsd_io.h"
 #include "fs.h"
 #include "fsd_ops.h"
 
@@ -799,6 +800,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mounted = 1;
+	if ((rc = fsd_io_install(se)) != 0) {
+		fsd_log(LOG_ERR, "cannot install the device I/O hooks: %s", strerror(rc));
+		goto out;
+	}
 	if (geteuid() == 0)
 		tune_readahead(c.mnt_abs);
 	if (!c.foreground) {

@@ -1693,17 +1693,63 @@ Test(integrity, enospc_small_files, .fini = enospc_fini, .timeout = 300)
 	fsu_stop_check();
 }
 
-/* Log bytes so far, from the daemon's statistics (tpfs.stats). */
-static uint64_t log_bytes(void)
+/* The daemon's statistics (tpfs.stats, the text `tpfs stat` prints); the
+ * read is itself a getxattr request. */
+static const char *stats(void)
 {
-	char buf[65536];
+	static char buf[65536];
 	ssize_t n = getxattr(fsu_m.mnt, "tpfs.stats", buf, sizeof buf - 1);
 	cr_assert_gt(n, 0, "getxattr tpfs.stats: %s", strerror(errno));
 	buf[n] = 0;
-	const char *l = strstr(buf, "\nlog: ");
+	return buf;
+}
+
+/* Log bytes so far. */
+static uint64_t log_bytes(void)
+{
+	const char *l = strstr(stats(), "\nlog: ");
 	unsigned long long recs, bytes;
 	cr_assert(l && sscanf(l, "\nlog: %llu records, %llu bytes", &recs, &bytes) == 2, "no log line in tpfs.stats");
 	return bytes;
+}
+
+/* Requests of one kind so far ("getxattr", "write", ...). */
+static uint64_t requests(const char *kind)
+{
+	char key[64];
+	snprintf(key, sizeof key, "\n  %s ", kind);
+	const char *l = strstr(stats(), key);
+	unsigned long long v;
+	cr_assert(l && sscanf(l + strlen(key), "%llu", &v) == 1, "no \"%s\" line in tpfs.stats", kind);
+	return v;
+}
+
+/* Once the kernel knows a file has no set-id bits it writes it without
+ * asking first for its "security.capability" attribute (fsd_io.c: the
+ * daemon takes over clearing those bits): a write(2) is one request, not
+ * two, and so is a truncating open. */
+Test(integrity, writes_ask_for_no_attribute, .init = setup, .fini = fsu_teardown, .timeout = 60)
+{
+	char b[4096];
+	memset(b, 'w', sizeof b);
+	int fd = open(mp("f"), O_WRONLY | O_CREAT, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, b, sizeof b, 0), (ssize_t)sizeof b); /* the kernel may ask once */
+	uint64_t g0 = requests("getxattr"), w0 = requests("write");
+	for (int i = 1; i <= 32; i++)
+		cr_assert_eq(pwrite(fd, b, sizeof b, (off_t)i * 8192), (ssize_t)sizeof b, "pwrite: %s", strerror(errno));
+	cr_assert_eq(close(fd), 0);
+	fd = open(mp("f"), O_WRONLY | O_TRUNC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, b, 100), 100);
+	cr_assert_eq(close(fd), 0);
+	uint64_t w = requests("write") - w0, g = requests("getxattr") - g0 - 3; /* less 3 reads of the stats */
+	cr_assert_eq(w, 33, "%" PRIu64 " write requests for 33 writes", w);
+	cr_assert_eq(g, 0, "33 writes and a truncating open of a file without set-id bits sent %" PRIu64 " getxattr requests", g);
+	struct stat st;
+	cr_assert_eq(stat(mp("f"), &st), 0);
+	cr_assert_eq(st.st_size, 100);
+	fsu_stop_check();
 }
 
 /* Writes id's pattern to path in pieces of `piece` bytes, then fsync. */

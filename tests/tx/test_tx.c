@@ -2629,3 +2629,44 @@ Test(tx, tools_roundtrip, .timeout = 60)
 /* ---------------------------------------------------------------------- */
 
 int main(int argc, char *argv[]) { return txtest_main(argc, argv, g_self, sizeof g_self, helper); }
+
+/* D6 (fs_data.c): a member without CAP_FSETID that writes a set-user-ID
+ * file clears that bit, and set-group-ID of a group-executable file, as a
+ * plain write(2) does -- through the member's direct I/O, where the kernel
+ * leaves it to the daemon.  The member sees it at once, everyone after the
+ * commit. */
+Test(tx, member_write_clears_set_id_bits, .timeout = 60)
+{
+	struct stat st;
+	start();
+	put("su", "old");
+	cr_assert(chown(mp("su"), 1000, 1000) == 0 && chmod(mp("su"), 06775) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		/* in the mount's root: the test's directory above it is not
+		 * searchable by others */
+		char msg[TPFS_TX_MSG_MAX];
+		if (chdir(g_m.mnt) != 0 || setgroups(0, NULL) != 0 || setgid(1000) != 0 || setuid(1000) != 0)
+			_exit(2);
+		if (tpfs_tx_begin(".", 0, NULL, msg, sizeof msg) != 0)
+			_exit(3);
+		int fd = open("su", O_WRONLY);
+		if (fd < 0 || pwrite(fd, "new", 3, 0) != 3 || close(fd) != 0)
+			_exit(4);
+		if (stat("su", &st) != 0 || (st.st_mode & 07777) != 0775)
+			_exit(5);
+		_exit(tpfs_tx_commit(".", msg, sizeof msg) == 0 ? 0 : 6);
+	}
+	int wst = 0;
+	cr_assert(waitpid(c, &wst, 0) == c && WIFEXITED(wst));
+	cr_assert(WEXITSTATUS(wst) != 5, "the member's stat after its write still shows set-id bits");
+	cr_assert(WEXITSTATUS(wst) == 0, "the member failed at step %d", WEXITSTATUS(wst));
+	cr_assert(stat(mp("su"), &st) == 0);
+	cr_assert((st.st_mode & 07777) == 0775, "after the commit the file is mode %o, expected 775", st.st_mode & 07777);
+	char got[8] = {0};
+	int fd = open(mp("su"), O_RDONLY);
+	cr_assert(fd >= 0 && read(fd, got, sizeof got - 1) == 3 && close(fd) == 0);
+	cr_assert(!strcmp(got, "new"), "after the commit the file holds \"%s\"", got);
+	finish();
+}

@@ -1,0 +1,100 @@
+/*
+ * fsd_io -- the daemon's reads and writes of /dev/fuse, through libfuse's
+ * custom I/O hooks: every request and reply passes unchanged, except the
+ * reply to the kernel's INIT, which also asks for FUSE_HANDLE_KILLPRIV_V2
+ * when the kernel offers it.  libfuse 3.14 (Debian 12's) has no capability
+ * bit for that flag, so it cannot be asked for through conn->want.
+ *
+ * Why: without it the kernel clears the set-user-ID bits of a file itself,
+ * and to learn whether it has to, it asks the daemon for the file's
+ * "security.capability" attribute before every write(2): a second round
+ * trip per write (a 4 KiB random write cost two requests, 1 GiB in 1 MiB
+ * writes 2,048).  With it, the kernel marks an inode with no set-id bits
+ * S_NOSEC after one such question and stops asking; the daemon clears the
+ * bits on write, truncate, fallocate and chown itself (fs_data.c D6).
+ *
+ * Invariants
+ *   K1  Only the INIT reply is changed, and only to add the flag the kernel
+ *       listed in its INIT request: a kernel that did not offer it never
+ *       sees it.
+ *   K2  Every other byte goes to and from the device as libfuse gave it;
+ *       read(2) and writev(2) results and errno reach libfuse unchanged.
+ */
+#include "fsd_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/uio.h>
+#include <syslog.h>
+#include <unistd.h>
+
+/* The INIT request's unique id while its reply is to be changed; 0 after. */
+static _Atomic uint64_t init_unique;
+static _Atomic int init_seen; /* INIT was read: later reads need no look */
+static _Atomic int killpriv_v2;
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	ssize_t n = read(fd, buf, len);
+	if (n >= (ssize_t)(sizeof(struct fuse_in_header) + offsetof(struct fuse_init_in, flags) + sizeof(uint32_t)) &&
+	    !atomic_load_explicit(&init_seen, memory_order_relaxed)) {
+		const struct fuse_in_header *h = buf;
+		if (h->opcode == FUSE_INIT) {
+			const struct fuse_init_in *in = (const void *)(h + 1);
+			if (in->flags & FUSE_HANDLE_KILLPRIV_V2)
+				atomic_store(&init_unique, h->unique);
+			atomic_store(&init_seen, 1);
+		}
+	}
+	return n; /* errno untouched after a failed read (K2) */
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	uint64_t u = atomic_load_explicit(&init_unique, memory_order_relaxed);
+	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		const struct fuse_out_header *h = iov[0].iov_base;
+		if (h->unique == u) { /* K1 */
+			atomic_store(&init_unique, 0);
+			if (h->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+				atomic_store(&killpriv_v2, 1);
+			}
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned int flags,
+				 void *userdata)
+{
+	(void)userdata;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len, unsigned int flags,
+			      void *userdata)
+{
+	(void)userdata;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static const struct fuse_custom_io fsd_custom_io = {
+	.writev = io_writev,
+	.read = io_read,
+	.splice_receive = io_splice_receive,
+	.splice_send = io_splice_send,
+};
+
+int fsd_io_install(struct fuse_session *se)
+{
+	int rc = fuse_session_custom_io(se, &fsd_custom_io, fuse_session_fd(se));
+	return rc < 0 ? -rc : rc;
+}
+
+int fsd_io_killpriv_v2(void) { return atomic_load(&killpriv_v2); }

@@ -1,0 +1,17 @@
+/*
+ * fsd_io.h -- a FUSE session's reads and writes of /dev/fuse, with
+ * FUSE_HANDLE_KILLPRIV_V2 asked for in the INIT reply (fsd_io.c).  Needs
+ * only libfuse: the benchmark's passthrough (tests/bench/fs) uses it too.
+ */
+#ifndef TPFS_FSD_IO_H
+#define TPFS_FSD_IO_H
+
+#include <fuse_lowlevel.h>
+
+/* Installs the hooks on a mounted session, before its loop; 0 or an errno. */
+int fsd_io_install(struct fuse_session *se);
+/* The kernel agreed to FUSE_HANDLE_KILLPRIV_V2 (known once INIT was
+ * answered): it then leaves clearing set-id bits to the file system. */
+int fsd_io_killpriv_v2(void);
+
+#endif
