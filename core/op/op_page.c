@@ -320,6 +320,25 @@ int op_page_fill(txn *t, uint64_t pgno, uint32_t off, const void *data, uint32_t
 	return rc;
 }
 
+/* The first byte of body[i..end) that is not 0xff (a page free in it), or
+ * end: eight bytes at a time, since most of a busy group is full. */
+static uint64_t open_byte(const unsigned char *body, uint64_t i, uint64_t end)
+{
+	for (; i < end && (i & 7); i++)
+		if (body[i] != 0xff)
+			return i;
+	for (; i + 8 <= end; i += 8) {
+		uint64_t w;
+		memcpy(&w, body + i, 8);
+		if (w != UINT64_MAX)
+			break;
+	}
+	for (; i < end; i++)
+		if (body[i] != 0xff)
+			return i;
+	return end;
+}
+
 /* First clear bit >= 1 of a bitmap body, from bit `from` on and then from
  * the start, that no open transaction freed (T5), nor for ordered data a
  * commit not yet durable (T9). */
@@ -327,18 +346,18 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 		     uint32_t *bit)
 {
 	uint64_t nbytes = g / 8, start = from / 8;
-	for (uint64_t k = 0; k <= nbytes; k++) {
-		uint64_t byte = (start + k) % nbytes;
-		if (body[byte] == 0xff)
-			continue;
-		for (unsigned b = 0; b < 8; b++) {
-			uint64_t i = byte * 8 + b;
-			if (i == 0 || (body[byte] >> b) & 1)
-				continue;
-			if (txn_page_held(tm, first + i, ordered))
-				continue;
-			*bit = (uint32_t)i;
-			return 1;
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t lo = pass ? 0 : start, hi = pass ? (start + 1 < nbytes ? start + 1 : nbytes) : nbytes;
+		for (uint64_t byte = open_byte(body, lo, hi); byte < hi; byte = open_byte(body, byte + 1, hi)) {
+			for (unsigned b = 0; b < 8; b++) {
+				uint64_t i = byte * 8 + b;
+				if (i == 0 || (body[byte] >> b) & 1)
+					continue;
+				if (txn_page_held(tm, first + i, ordered))
+					continue;
+				*bit = (uint32_t)i;
+				return 1;
+			}
 		}
 	}
 	return 0;

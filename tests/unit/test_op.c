@@ -738,3 +738,50 @@ Test(pages, allocation_moves_to_the_next_group)
 	cr_assert_not(a);
 	su_engine_crash(&e);
 }
+
+/* Ordered data is next fit: from the page after the last ordered page on,
+ * then wrapping to the start of the group, before a full group is left. */
+Test(pages, ordered_allocation_is_next_fit_and_wraps)
+{
+	tp_options o;
+	char s2[160];
+	su_engine e;
+	snprintf(s2, sizeof s2, "%s/small", tdir);
+	su_options(&o, 1024, 1u << 20, 0);
+	cr_assert_eq(tp_mkfs(s2, &o), 0);
+	cr_assert_eq(su_engine_open(s2, 64, &e), 0);
+	uint64_t g = op_group_pages(1024), p = 0;
+	buf_page *pg;
+	txn *t = NULL;
+	for (uint64_t i = 0; i < g - 1; i++) { /* pages 2..g: group 0 full */
+		if (i % 50 == 0) {
+			if (i)
+				cr_assert_eq(txn_commit(t, 0), 0);
+			cr_assert_eq(txn_begin(e.tm, &t), 0);
+		}
+		cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+		cr_assert_eq(op_page_ordered_done(t, pg), 0);
+		cr_assert_eq(p, 2 + i, "ordered pages of a new store follow each other");
+	}
+	cr_assert_eq(op_page_free(t, 10), 0);
+	cr_assert_eq(op_page_free(t, g - 100), 0);
+	cr_assert_eq(txn_commit(t, 0), 0); /* durable: the pages may be reused (T9) */
+	uint64_t want[2] = {10, g - 100};
+	cr_assert_eq(txn_begin(e.tm, &t), 0);
+	for (int k = 0; k < 2; k++) {
+		cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+		cr_assert_eq(op_page_ordered_done(t, pg), 0);
+		cr_assert_eq(p, want[k], "ordered allocation %d: page %" PRIu64 ", expected %" PRIu64, k, p, want[k]);
+	}
+	cr_assert_eq(op_page_free(t, 20), 0);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(txn_begin(e.tm, &t), 0);
+	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	cr_assert_eq(op_page_ordered_done(t, pg), 0);
+	cr_assert_eq(p, 20, "nothing free after page %" PRIu64 ": the search wraps to page 20, not %" PRIu64, g - 100, p);
+	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	cr_assert_eq(op_page_ordered_done(t, pg), 0);
+	cr_assert_eq(p, g + 2, "group 0 full again: group 1's first page (%" PRIu64 ")", p);
+	cr_assert_eq(txn_commit(t, 0), 0);
+	cr_assert_eq(su_engine_close(&e), 0);
+}
