@@ -72,7 +72,20 @@ static int block_read(fs_op *op, uint64_t ino, uint64_t b, unsigned char *buf, s
 	return 0;
 }
 
-/* Stores block b (len bytes); counts it if new (D2). */
+/* Whether block b exists, without reading it. */
+static int block_exists(fs_op *op, uint64_t ino, uint64_t b, int *exists)
+{
+	unsigned char k[16];
+	bkey(k, ino, b);
+	int rc = fs_rget(op, WS_DATA, k, 16, NULL, 0, NULL);
+	*exists = rc == 0;
+	return rc == TP_ENOTFOUND ? 0 : rc;
+}
+
+/* Stores block b (len bytes); counts it if new (D2).  Not known to exist:
+ * an insert, which for a block that does exist after all (below the size,
+ * or fallocated past it) has written and freed a whole new block before
+ * failing: a whole-block write below the size asks block_exists first. */
 static int block_write(fs_op *op, fs_inode *in, uint64_t b, const void *buf, size_t len, int known_exists)
 {
 	unsigned char k[16];
@@ -149,7 +162,10 @@ int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *src, size_t s
 		uint64_t pos = off + done, b = pos / bs;
 		size_t o = (size_t)(pos % bs), n = bs - o < size - done ? bs - o : size - done;
 		if (o == 0 && n == bs) { /* a whole block: no read needed */
-			if ((rc = block_write(op, in, b, (const unsigned char *)src + done, bs, 0)) != 0)
+			int exists = 0;
+			if (pos < in->size && (rc = block_exists(op, in->ino, b, &exists)) != 0)
+				break;
+			if ((rc = block_write(op, in, b, (const unsigned char *)src + done, bs, exists)) != 0)
 				break;
 		} else {
 			size_t len;

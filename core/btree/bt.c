@@ -915,7 +915,7 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 	if (vlen)
 		*vlen = n;
 	if (bt_covf(c))
-		rc = bt_ovf_read(bt, util_get64(bt_cpayload(c)), n, val, cap);
+		rc = cap ? bt_ovf_read(bt, util_get64(bt_cpayload(c)), n, val, cap) : 0; /* cap 0: no page read */
 	else if (val)
 		memcpy(val, bt_cpayload(c), n < cap ? n : cap);
 	buf_put(bt->bp, pg);

@@ -147,7 +147,8 @@ int tp_tree_drop(tp_env *env, const char *name);
 size_t tp_tree_max_key(const tp_tree *tr);
 /* The largest value that takes exactly one overflow page (a file block). */
 size_t tp_tree_value_page(const tp_tree *tr);
-/* *vlen is the whole value's length; at most cap bytes are copied. */
+/* *vlen is the whole value's length; at most cap bytes are copied (cap 0:
+ * whether the key exists, and the length, without reading a long value). */
 int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 /* A hint that the keys from lo to hi will be read soon: the pages that
  * hold them are read in the background.  No lock, no transaction, no
