@@ -693,17 +693,23 @@ Test(pages, failed_append_changes_no_page)
 	cr_assert_eq(txn_begin(E.tm, &t), TP_EPANIC, "no new transactions after a panic");
 }
 
+/* A new store of 1 KiB pages (groups of 8064 pages) at s2, opened. */
+static void open_small(char *s2, size_t size, su_engine *e)
+{
+	tp_options o;
+	snprintf(s2, size, "%s/small", tdir);
+	su_options(&o, 1024, 1u << 20, 0);
+	cr_assert_eq(tp_mkfs(s2, &o), 0);
+	cr_assert_eq(su_engine_open(s2, 64, e), 0);
+}
+
 /* With 1 KiB pages a group is 8064 pages: fill group 0, and allocation
  * moves on past the next bitmap page. */
 Test(pages, allocation_moves_to_the_next_group)
 {
-	tp_options o;
 	char s2[160];
 	su_engine e;
-	snprintf(s2, sizeof s2, "%s/small", tdir);
-	su_options(&o, 1024, 1u << 20, 0);
-	cr_assert_eq(tp_mkfs(s2, &o), 0);
-	cr_assert_eq(su_engine_open(s2, 64, &e), 0);
+	open_small(s2, sizeof s2, &e);
 	uint64_t g = op_group_pages(1024), p = 0;
 	cr_assert_eq(g, 8064);
 	txn *t;
@@ -743,13 +749,9 @@ Test(pages, allocation_moves_to_the_next_group)
  * then wrapping to the start of the group, before a full group is left. */
 Test(pages, ordered_allocation_is_next_fit_and_wraps)
 {
-	tp_options o;
 	char s2[160];
 	su_engine e;
-	snprintf(s2, sizeof s2, "%s/small", tdir);
-	su_options(&o, 1024, 1u << 20, 0);
-	cr_assert_eq(tp_mkfs(s2, &o), 0);
-	cr_assert_eq(su_engine_open(s2, 64, &e), 0);
+	open_small(s2, sizeof s2, &e);
 	uint64_t g = op_group_pages(1024), p = 0;
 	buf_page *pg;
 	txn *t = NULL;
