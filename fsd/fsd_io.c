@@ -22,13 +22,11 @@
  */
 #include "fsd_io.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <sys/uio.h>
-#include <syslog.h>
 #include <unistd.h>
 
 /* The INIT request's unique id while its reply is to be changed; 0 after. */

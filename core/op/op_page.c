@@ -347,7 +347,7 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 {
 	uint64_t nbytes = g / 8, start = from / 8;
 	for (int pass = 0; pass < 2; pass++) {
-		uint64_t lo = pass ? 0 : start, hi = pass ? (start + 1 < nbytes ? start + 1 : nbytes) : nbytes;
+		uint64_t lo = pass ? 0 : start, hi = pass ? start : nbytes; /* (pass 0 saw all of byte start) */
 		for (uint64_t byte = open_byte(body, lo, hi); byte < hi; byte = open_byte(body, byte + 1, hi)) {
 			for (unsigned b = 0; b < 8; b++) {
 				uint64_t i = byte * 8 + b;

@@ -1693,36 +1693,24 @@ Test(integrity, enospc_small_files, .fini = enospc_fini, .timeout = 300)
 	fsu_stop_check();
 }
 
-/* The daemon's statistics (tpfs.stats, the text `tpfs stat` prints); the
- * read is itself a getxattr request. */
-static const char *stats(void)
-{
-	static char buf[65536];
-	ssize_t n = getxattr(fsu_m.mnt, "tpfs.stats", buf, sizeof buf - 1);
-	cr_assert_gt(n, 0, "getxattr tpfs.stats: %s", strerror(errno));
-	buf[n] = 0;
-	return buf;
-}
-
 /* Log records and bytes so far. */
 static uint64_t log_count(int bytes)
 {
-	const char *l = strstr(stats(), "\nlog: ");
+	static char buf[65536];
+	cr_assert_geq(tfs_stats(&fsu_m, buf, sizeof buf), 0, "getxattr tpfs.stats: %s", strerror(errno));
+	const char *l = strstr(buf, "\nlog: ");
 	unsigned long long v[2];
 	cr_assert(l && sscanf(l, "\nlog: %llu records, %llu bytes", &v[0], &v[1]) == 2, "no log line in tpfs.stats");
 	return v[bytes != 0];
 }
 static uint64_t log_bytes(void) { return log_count(1); }
 
-
-/* Requests of one kind so far ("getxattr", "write", ...). */
+/* Requests of one kind so far ("getxattr", "write", ...); reading them is
+ * itself a getxattr request. */
 static uint64_t requests(const char *kind)
 {
-	char key[64];
-	snprintf(key, sizeof key, "\n  %s ", kind);
-	const char *l = strstr(stats(), key);
-	unsigned long long v;
-	cr_assert(l && sscanf(l + strlen(key), "%llu", &v) == 1, "no \"%s\" line in tpfs.stats", kind);
+	unsigned long long v = 0;
+	cr_assert_eq(tfs_stat_count(&fsu_m, kind, &v), 0, "no \"%s\" count in tpfs.stats", kind);
 	return v;
 }
 

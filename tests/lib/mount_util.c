@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,4 +231,29 @@ int tfs_sh(tfs_mount *m, const char *fmt, ...)
 	snprintf(cmd, sizeof cmd, "cd '%s' && %s", m->mnt, line);
 	int st = system(cmd);
 	return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+long tfs_stats(const tfs_mount *m, char *buf, size_t size)
+{
+	ssize_t n = size ? getxattr(m->mnt, "tpfs.stats", buf, size - 1) : -1;
+	if (n < 0)
+		return -1;
+	buf[n] = 0;
+	return (long)n;
+}
+
+int tfs_stat_count(const tfs_mount *m, const char *name, unsigned long long *out)
+{
+	static __thread char buf[65536];
+	if (tfs_stats(m, buf, sizeof buf) < 0)
+		return -1;
+	for (char *l = buf; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char k[64];
+		unsigned long long v;
+		if (sscanf(l, " %63s %llu", k, &v) == 2 && !strcmp(k, name)) {
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
 }

@@ -33,6 +33,13 @@ void tfs_kill9(tfs_mount *m);
 int tfs_check(tfs_mount *m);
 /* Removes the temporary directory (the mount must be stopped). */
 void tfs_cleanup(tfs_mount *m);
+/* The daemon's statistics (the tpfs.stats attribute of the mount's root,
+ * the text `tpfs stat` prints) into buf, NUL-terminated: its length, or -1
+ * with errno.  Reading them is itself a getxattr request. */
+long tfs_stats(const tfs_mount *m, char *buf, size_t size);
+/* The count on the statistics' line "  NAME  N" (a request kind): 0, or -1
+ * if there is no such line or the statistics cannot be read. */
+int tfs_stat_count(const tfs_mount *m, const char *name, unsigned long long *out);
 /* Runs a shell command line with the mount point as the working directory;
  * returns its exit status. */
 int tfs_sh(tfs_mount *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2303,18 +2303,10 @@ Test(tx, prejoin_handle_stays_outside, .timeout = 60)
 /* A request count of the daemon's statistics (tpfs.stats: "  NAME  N"). */
 static uint64_t stat_count(const char *name)
 {
-	static char buf[16384];
-	ssize_t n = getxattr(g_m.mnt, "tpfs.stats", buf, sizeof buf - 1);
-	cr_assert(n > 0, "getxattr tpfs.stats of %s: %s", g_m.mnt, strerror(errno));
-	buf[n] = 0;
-	for (char *l = buf; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		char k[64];
-		unsigned long long v;
-		if (sscanf(l, " %63s %llu", k, &v) == 2 && !strcmp(k, name))
-			return v;
-	}
-	cr_assert(0, "tpfs.stats has no count \"%s\"", name);
-	return 0;
+	unsigned long long v = 0;
+	cr_assert(tfs_stat_count(&g_m, name, &v) == 0, "tpfs.stats of %s has no count \"%s\" (%s)", g_m.mnt, name,
+		  strerror(errno));
+	return v;
 }
 
 /* C6: names the kernel may keep (looked up before any transaction, with
