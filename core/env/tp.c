@@ -182,6 +182,18 @@ int tp_checkpoint(tp_env *env)
 	return rc;
 }
 
+/* Spare segments to keep: as many as a checkpoint interval's log fills,
+ * one for the part-filled segment the next checkpoint comes due in, and the
+ * one after it that entering a segment requires (L8), so that the segments
+ * a checkpoint frees are all reused and appends never make a new one in a
+ * steady state (making one writes a segment of zeros and syncs twice while
+ * every appender waits).  At most 64 (a 1 GiB interval of 16 MiB segments). */
+static uint32_t spares_for(uint64_t ckpt_log_bytes, uint64_t seg_size)
+{
+	uint64_t n = ckpt_log_bytes / seg_size + 2;
+	return n < 2 ? 2 : n > 64 ? 64 : (uint32_t)n;
+}
+
 int tp_open(const char *path, const tp_options *o, tp_env **out)
 {
 	tp_env *env = calloc(1, sizeof *env);
@@ -217,6 +229,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	memcpy(lc.uuid, sb->uuid, 16);
 	lc.readonly = env->opt.readonly;
 	lc.quiet = env->opt.quiet;
+	lc.spares = spares_for(env->opt.ckpt_log_bytes, sb->seg_size);
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);
@@ -430,6 +443,8 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	s->log_bytes = ls.bytes;
 	s->log_flushes = ls.syncs;
 	s->log_fpis = ls.fpis;
+	s->log_segs_made = ls.segs_made;
+	s->log_segs_recycled = ls.segs_recycled;
 	s->rec_cut_bytes = ls.cut_bytes;
 	s->page_reads = bs.reads;
 	s->page_writes = bs.writes;

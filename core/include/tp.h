@@ -184,6 +184,7 @@ typedef struct tp_stats {
 	uint64_t log_records, log_bytes, log_flushes, log_fpis;
 	uint64_t page_reads, page_writes, cache_hits, cache_misses;
 	uint64_t checkpoints;
+	uint64_t log_segs_made, log_segs_recycled; /* segment files made new / reused */
 	uint64_t rec_records;   /* records scanned by recovery */
 	uint64_t rec_redone;    /* records redone */
 	uint64_t rec_losers;    /* transactions rolled back */

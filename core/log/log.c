@@ -18,7 +18,10 @@
  *   durable records are never rewritten, so a torn write cannot reach them.
  *
  *   Unneeded segments are recycled (header rewritten under the old name,
- *   then renamed to a future index), or removed when two spares exist.
+ *   then renamed to a future index), or removed when cfg->spares exist
+ *   (tp_open asks for as many as a checkpoint interval fills, so that in a
+ *   steady state appends make no new segment: making one writes a whole
+ *   segment of zeros and syncs while lg->mu is held).
  *
  * Segment header (LOG_SEG_HDR = 512 bytes, at offset 0 of each file)
  *     0  8  magic "TPFSLOG1"
@@ -89,7 +92,7 @@
 #define SEG_MAGIC "TPFSLOG1"
 #define SEG_VERSION 1u
 #define NSEGF 16     /* open segment files kept */
-#define SPARES 2     /* recycled segments kept ahead */
+#define SPARES 2     /* recycled segments kept ahead, unless configured */
 #define BUF_MIN (1u << 20)
 
 typedef struct segf {
@@ -126,6 +129,7 @@ struct log_mgr {
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
 	uint64_t max_seg;     /* highest segment file present */
+	uint64_t spares;      /* recycled segments kept ahead (cfg->spares) */
 	int panic;            /* L7: sticky */
 	int (*barrier)(void *); /* L10; set before use, then read only */
 	void *barrier_ctx;
@@ -279,6 +283,7 @@ static int seg_make(log_mgr *lg, uint64_t idx)
 		goto err;
 	if (idx > lg->max_seg)
 		lg->max_seg = idx;
+	lg->st.segs_made++;
 	return 0;
 err:
 	if (f)
@@ -918,6 +923,7 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 	memcpy(lg->uuid, cfg->uuid, 16);
 	lg->readonly = cfg->readonly;
 	lg->quiet = cfg->quiet;
+	lg->spares = cfg->spares ? cfg->spares : SPARES;
 	lg->cap = lg->fcap = BUF_MIN > 2 * cfg->seg_size ? 2 * cfg->seg_size : BUF_MIN;
 	if (lg->cap < 4 * 65536)
 		lg->cap = lg->fcap = 4 * 65536;
@@ -1219,7 +1225,7 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		uint64_t nidx = lg->max_seg + 1;
 		pthread_mutex_unlock(&lg->mu);
 		seg_name(lg, segs[i], from, sizeof from);
-		if (spares >= SPARES) {
+		if (spares >= lg->spares) {
 			if ((rc = io_unlink(from)) != 0)
 				goto out;
 			continue;
@@ -1236,6 +1242,7 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 			goto out;
 		pthread_mutex_lock(&lg->mu);
 		lg->max_seg = nidx;
+		lg->st.segs_recycled++;
 		pthread_mutex_unlock(&lg->mu);
 	}
 	rc = io_sync_dir(lg->dir);

@@ -47,6 +47,7 @@ typedef struct log_config {
 	uint8_t uuid[16];    /* the store's: every segment header carries it */
 	int readonly;        /* never write: no tail repair, no segment creation */
 	int quiet;           /* no messages on stderr */
+	uint32_t spares;     /* recycled segments kept ahead of the end (0: 2) */
 } log_config;
 
 /* Set-up */
@@ -116,6 +117,8 @@ void log_scan_close(log_scan *s);
 /* Statistics */
 typedef struct log_stats {
 	uint64_t records, bytes, flushes, syncs, fpis, cut_bytes, gathers;
+	uint64_t segs_made;     /* new zero-filled segment files (seg_make) */
+	uint64_t segs_recycled; /* old segments renamed to a future index */
 } log_stats;
 void log_stats_get(log_mgr *lg, log_stats *s);
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io.h"
 #include "io_sim.h"
@@ -175,6 +176,57 @@ Test(rec, recovery_scans_from_the_last_checkpoint)
 	}
 	for (int i = 0; i < 3; i++)
 		expect(env, p[i], 2000, "after the checkpoint");
+	cr_assert_eq(tp_close(env), 0);
+}
+
+/* Checkpoints free old segments; tp_open keeps as many of them, renamed
+ * ahead, as an interval between checkpoints fills, so that appends do not
+ * make new segments (a segment of zeros written and synced while every
+ * appender waits) once the log has reached its steady size: at most one or
+ * two more as the checkpoints' phase drifts across segment boundaries.
+ * With two spares, as before, every interval made two. */
+Test(rec, steady_checkpoints_reuse_every_log_segment)
+{
+	enum { NP = 16, SEGB = 65536 };
+	uint64_t p[NP];
+	unsigned char b[4096];
+	tp_options o;
+	tp_env *env;
+	su_rmtree(sdir);
+	mkfs_with(SEGB);
+	su_options(&o, 0, 0, 0);
+	o.ckpt_log_bytes = 4 * SEGB;
+	o.ckpt_ms = 0;
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	make_pages(env, p, NP);
+	tp_stats st, warm = {0};
+	for (int i = 0;; i++) {
+		tp_txn *t;
+		cr_assert_eq(tp_begin(env, &t), 0);
+		fill(b, 3000, (unsigned)i);
+		cr_assert_eq(tp_page_write(t, p[i % NP], 0, b, 3000), 0, "%s", tp_errmsg());
+		cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0);
+		tp_stats_get(env, &st);
+		if (st.checkpoints == 3 && !warm.checkpoints)
+			warm = st; /* the log has its steady size */
+		if (st.checkpoints >= 33)
+			break;
+	}
+	cr_assert_gt(st.log_bytes - warm.log_bytes, 100 * SEGB, "the run appended %" PRIu64 " bytes",
+		     st.log_bytes - warm.log_bytes);
+	cr_assert_leq(st.log_segs_made - warm.log_segs_made, 2,
+		      "after the third checkpoint, appends made %" PRIu64 " new segments (%" PRIu64 " recycled)",
+		      st.log_segs_made - warm.log_segs_made, st.log_segs_recycled - warm.log_segs_recycled);
+	cr_assert_geq(st.log_segs_recycled - warm.log_segs_recycled, 100);
+	/* the spares are bounded: the live log and as many spares, each the
+	 * interval's 4 segments and 2 partly filled */
+	int files = 0;
+	for (uint64_t i = 0; i < 1000; i++) {
+		char path[512];
+		cr_assert_eq(su_segpath(sdir, i, path, sizeof path), 0);
+		files += access(path, F_OK) == 0;
+	}
+	cr_assert_leq(files, 2 * (4 + 2), "%d segment files", files);
 	cr_assert_eq(tp_close(env), 0);
 }
 
