@@ -7,6 +7,14 @@
  * start (log), page file and pool (buf), recovery from the master's
  * checkpoint (rec, which makes the transaction table), then a checkpoint if
  * recovery found anything to do, so the next open starts clean.
+ *
+ * Checkpoints come due by log size (ckpt_log_bytes since the last) or time
+ * (ckpt_ms, if the log grew).  With opt.background a thread of the engine
+ * takes them: a commit that finds one due only wakes it, and never waits
+ * for a checkpoint (one writes back every dirty page and syncs: it would
+ * stall that commit for as long, and the commits behind it on ckpt_mu).
+ * Without it, the commit that finds one due takes it itself, so that the
+ * crash simulator's numbering of I/O calls is the same in every run.
  */
 #include "tp.h"
 
@@ -148,8 +156,12 @@ static void handle_unlink(tp_txn *t)
 	free(t);
 }
 
+static int bg_start(tp_env *env);
+static void bg_stop(tp_env *env);
+
 static void env_free(tp_env *env)
 {
+	bg_stop(env);
 	while (env->txns) /* handles of transactions left open: recovery undoes them */
 		handle_unlink(env->txns);
 	pthread_mutex_destroy(&env->txns_mu);
@@ -161,11 +173,14 @@ static void env_free(tp_env *env)
 		log_close(env->lg);
 	store_close(env->st);
 	pthread_mutex_destroy(&env->ckpt_mu);
+	pthread_mutex_destroy(&env->bg_mu);
+	pthread_cond_destroy(&env->bg_cv);
 	free(env->path);
 	free(env);
 }
 
-int tp_checkpoint(tp_env *env)
+/* bg: taken by the background thread (counted as such) */
+static int checkpoint(tp_env *env, int bg)
 {
 	uint64_t lsn;
 	int rc;
@@ -174,20 +189,25 @@ int tp_checkpoint(tp_env *env)
 	pthread_mutex_lock(&env->ckpt_mu);
 	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn);
 	if (!rc) {
-		env->ckpt_end = log_end(env->lg);
-		env->ckpt_ns = util_now_ns();
+		__atomic_store_n(&env->ckpt_end, log_end(env->lg), __ATOMIC_RELAXED);
+		__atomic_store_n(&env->ckpt_ns, util_now_ns(), __ATOMIC_RELAXED);
 		env->ckpts++;
+		env->ckpts_bg += bg != 0;
 	}
 	pthread_mutex_unlock(&env->ckpt_mu);
 	return rc;
 }
+
+int tp_checkpoint(tp_env *env) { return checkpoint(env, 0); }
 
 /* Spare segments to keep: as many as a checkpoint interval's log fills,
  * one for the part-filled segment the next checkpoint comes due in, and the
  * one after it that entering a segment requires (L8), so that the segments
  * a checkpoint frees are all reused and appends never make a new one in a
  * steady state (making one writes a segment of zeros and syncs twice while
- * every appender waits).  At most 64 (a 1 GiB interval of 16 MiB segments). */
+ * every appender waits).  At most 64 (a 1 GiB interval of 16 MiB segments).
+ * tp_open adds one with opt.background: appends go on while the thread
+ * checkpoints, so the log grows past the interval before it is cut. */
 static uint32_t spares_for(uint64_t ckpt_log_bytes, uint64_t seg_size)
 {
 	uint64_t n = ckpt_log_bytes / seg_size + 2;
@@ -205,6 +225,12 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 		return ENOMEM;
 	pthread_mutex_init(&env->ckpt_mu, NULL);
 	pthread_mutex_init(&env->txns_mu, NULL);
+	pthread_mutex_init(&env->bg_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&env->bg_cv, &ca);
+	pthread_condattr_destroy(&ca);
 	if (o)
 		env->opt = *o;
 	else
@@ -229,7 +255,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	memcpy(lc.uuid, sb->uuid, 16);
 	lc.readonly = env->opt.readonly;
 	lc.quiet = env->opt.quiet;
-	lc.spares = spares_for(env->opt.ckpt_log_bytes, sb->seg_size);
+	lc.spares = spares_for(env->opt.ckpt_log_bytes, sb->seg_size) + (env->opt.background ? 1 : 0);
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);
@@ -270,6 +296,8 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	}
 	env->ckpt_end = log_end(env->lg);
 	env->ckpt_ns = util_now_ns();
+	if (env->opt.background && (rc = bg_start(env)) != 0)
+		goto err;
 	*out = env;
 	return 0;
 err:
@@ -282,6 +310,7 @@ int tp_close(tp_env *env)
 	int rc = 0;
 	if (!env)
 		return 0;
+	bg_stop(env);
 	if (!env->opt.readonly && !log_panicked(env->lg))
 		rc = tp_checkpoint(env);
 	env_free(env);
@@ -292,7 +321,8 @@ void tp_crash_close(tp_env *env)
 {
 	if (!env)
 		return;
-	log_panic(env->lg, TP_EPANIC, NULL); /* nothing more is written */
+	log_panic(env->lg, TP_EPANIC, NULL); /* nothing more is written (a
+						 background checkpoint fails) */
 	env_free(env);
 }
 
@@ -341,15 +371,94 @@ int tp_begin(tp_env *env, tp_txn **out)
 	return 0;
 }
 
-/* A checkpoint when enough log or time has passed since the last. */
+/* Whether a checkpoint is due: enough log, or enough time and some log,
+ * since the last (read without ckpt_mu, which a checkpoint holds long). */
+static int ckpt_due(tp_env *env)
+{
+	uint64_t end = log_end(env->lg), last = __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED);
+	uint64_t at = __atomic_load_n(&env->ckpt_ns, __ATOMIC_RELAXED);
+	return end - last >= env->opt.ckpt_log_bytes ||
+	       (env->opt.ckpt_ms && end != last && util_now_ns() - at >= (uint64_t)env->opt.ckpt_ms * 1000000u);
+}
+
+/* After a commit: a checkpoint if one is due, taken here or by the
+ * background thread, which is only woken. */
 static void maybe_checkpoint(tp_env *env)
 {
-	pthread_mutex_lock(&env->ckpt_mu);
-	int due = log_end(env->lg) - env->ckpt_end >= env->opt.ckpt_log_bytes ||
-		  (env->opt.ckpt_ms && util_now_ns() - env->ckpt_ns >= (uint64_t)env->opt.ckpt_ms * 1000000u);
-	pthread_mutex_unlock(&env->ckpt_mu);
-	if (due)
+	if (!ckpt_due(env))
+		return;
+	if (!env->bg_running) {
 		(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
+		return;
+	}
+	if (__atomic_exchange_n(&env->bg_kicked, 1, __ATOMIC_ACQ_REL))
+		return; /* woken already */
+	pthread_mutex_lock(&env->bg_mu);
+	env->bg_kick = 1;
+	pthread_cond_signal(&env->bg_cv);
+	pthread_mutex_unlock(&env->bg_mu);
+}
+
+/* The checkpoint thread: woken by a commit that found one due, or by the
+ * clock when ckpt_ms have passed (an idle store's last changes get written
+ * back too). */
+static void *bg_main(void *arg)
+{
+	tp_env *env = arg;
+	pthread_mutex_lock(&env->bg_mu);
+	while (!env->bg_stop) {
+		if (!env->bg_kick) {
+			if (env->opt.ckpt_ms) {
+				struct timespec until;
+				clock_gettime(CLOCK_MONOTONIC, &until);
+				until.tv_sec += env->opt.ckpt_ms / 1000;
+				until.tv_nsec += (long)(env->opt.ckpt_ms % 1000) * 1000000L;
+				if (until.tv_nsec >= 1000000000L) {
+					until.tv_sec++;
+					until.tv_nsec -= 1000000000L;
+				}
+				if (pthread_cond_timedwait(&env->bg_cv, &env->bg_mu, &until) != ETIMEDOUT)
+					continue; /* woken: stop and kick are looked at again */
+			} else {
+				pthread_cond_wait(&env->bg_cv, &env->bg_mu);
+				continue;
+			}
+		}
+		env->bg_kick = 0;
+		__atomic_store_n(&env->bg_kicked, 0, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&env->bg_mu);
+		if (ckpt_due(env) && !log_panicked(env->lg))
+			(void)checkpoint(env, 1); /* a failure panics the log; commits report it */
+		pthread_mutex_lock(&env->bg_mu);
+	}
+	pthread_mutex_unlock(&env->bg_mu);
+	return NULL;
+}
+
+static int bg_start(tp_env *env)
+{
+	if (env->opt.readonly)
+		return 0;
+	env->bg_running = 1;
+	int rc = pthread_create(&env->bg, NULL, bg_main, env);
+	if (rc) {
+		env->bg_running = 0;
+		return util_err(rc, "%s: cannot start the checkpoint thread: %s", env->path, strerror(rc));
+	}
+	return 0;
+}
+
+/* Stops the checkpoint thread, after the checkpoint it may be taking. */
+static void bg_stop(tp_env *env)
+{
+	if (!env->bg_running)
+		return;
+	pthread_mutex_lock(&env->bg_mu);
+	env->bg_stop = 1;
+	pthread_cond_signal(&env->bg_cv);
+	pthread_mutex_unlock(&env->bg_mu);
+	pthread_join(env->bg, NULL);
+	env->bg_running = 0;
 }
 
 int tp_commit(tp_txn *t, int flags)
@@ -452,6 +561,7 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	s->cache_misses = bs.misses;
 	pthread_mutex_lock(&env->ckpt_mu);
 	s->checkpoints = env->ckpts;
+	s->checkpoints_bg = env->ckpts_bg;
 	pthread_mutex_unlock(&env->ckpt_mu);
 	s->rec_records = env->rec.records;
 	s->rec_redone = env->rec.redone;

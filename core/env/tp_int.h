@@ -28,9 +28,17 @@ struct tp_env {
 	txn_mgr *tm;
 	uint32_t psize;
 	pthread_mutex_t ckpt_mu;  /* one checkpoint at a time; the fields below */
-	uint64_t ckpt_end;        /* log end after the last checkpoint */
-	uint64_t ckpt_ns;         /* when it was taken */
-	uint64_t ckpts;
+	uint64_t ckpt_end;        /* log end after the last checkpoint (also read
+				     atomically, without ckpt_mu) */
+	uint64_t ckpt_ns;         /* when it was taken (likewise) */
+	uint64_t ckpts, ckpts_bg;
+	/* opt.background: the checkpoint thread and what wakes it */
+	pthread_t bg;
+	int bg_running;           /* set before the thread starts, then read only */
+	pthread_mutex_t bg_mu;    /* the fields below */
+	pthread_cond_t bg_cv;     /* CLOCK_MONOTONIC */
+	int bg_kick, bg_stop;
+	int bg_kicked;            /* atomic: a kick is pending (commits skip bg_mu) */
 	rec_result rec;
 	pthread_mutex_t txns_mu;  /* the list of open handles */
 	struct tp_txn *txns;      /* freed by tp_close if the caller did not end them */

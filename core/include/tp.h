@@ -45,6 +45,11 @@ typedef struct tp_options {
 				    log is there now (moved since creation) */
 	int readonly;            /* inspect: no recovery, no writes at all */
 	int quiet;               /* no progress or recovery messages */
+	int background;          /* a thread of the engine takes the checkpoints
+				    when they come due (also on an idle store);
+				    0: the commit that finds one due takes it,
+				    deterministically, as the crash simulator
+				    needs */
 } tp_options;
 
 void tp_options_init(tp_options *o);
@@ -184,6 +189,7 @@ typedef struct tp_stats {
 	uint64_t log_records, log_bytes, log_flushes, log_fpis;
 	uint64_t page_reads, page_writes, cache_hits, cache_misses;
 	uint64_t checkpoints;
+	uint64_t checkpoints_bg; /* of them, taken by the background thread */
 	uint64_t log_segs_made, log_segs_recycled; /* segment files made new / reused */
 	uint64_t rec_records;   /* records scanned by recovery */
 	uint64_t rec_redone;    /* records redone */

@@ -96,6 +96,7 @@ static int open_store(tdb *d, tstore *st, const char *name, int notxn)
 	tpcb_rmtree(store);
 	tp_options_init(&o);
 	o.quiet = 1;
+	o.background = !getenv("TPCB_NOBG"); /* as tpfsd: no commit waits for a checkpoint */
 	o.cache_pages = d->cfg.cache_bytes / 4096;
 	if ((rc = tp_mkfs(store, &o)) != 0)
 		return fail("mkfs", rc);

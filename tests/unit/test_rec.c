@@ -230,6 +230,71 @@ Test(rec, steady_checkpoints_reuse_every_log_segment)
 	cr_assert_eq(tp_close(env), 0);
 }
 
+/* opt.background: the checkpoints a commit finds due are taken by the
+ * engine's thread (the commit only wakes it), and a store idle since a
+ * change gets one after ckpt_ms; the store recovers as ever.  Without it,
+ * the commits take every one and an idle store gets none. */
+static void bg_run(int background, uint64_t ckpt_bytes, int ncommits, tp_stats *st, tp_stats *idle)
+{
+	enum { NP = 8 };
+	uint64_t p[NP];
+	unsigned char b[4096];
+	tp_options o;
+	tp_env *env;
+	su_rmtree(sdir);
+	mkfs_with(1u << 20);
+	su_options(&o, 0, 0, 0);
+	o.ckpt_log_bytes = ckpt_bytes;
+	o.ckpt_ms = 100;
+	o.background = background;
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	make_pages(env, p, NP);
+	for (int i = 0; i < ncommits; i++) {
+		tp_txn *t;
+		cr_assert_eq(tp_begin(env, &t), 0);
+		fill(b, 3000, (unsigned)i);
+		cr_assert_eq(tp_page_write(t, p[i % NP], 0, b, 3000), 0, "%s", tp_errmsg());
+		cr_assert_eq(tp_commit(t, i == ncommits - 1 ? 0 : TP_COMMIT_NOSYNC), 0);
+	}
+	tp_stats_get(env, st);
+	for (int i = 0; i < 20; i++) { /* idle for up to 1 s */
+		usleep(50000);
+		tp_stats_get(env, idle);
+		if (idle->checkpoints > st->checkpoints)
+			break;
+	}
+	tp_crash_close(env);
+	env = open_env(0);
+	tp_stats s;
+	tp_stats_get(env, &s);
+	fill(b, 3000, (unsigned)ncommits - 1);
+	char got[3000];
+	cr_assert_eq(tp_page_read(env, p[(ncommits - 1) % NP], 0, got, 3000), 0);
+	cr_assert(memcmp(got, b, 3000) == 0, "the last commit (durable) survives the crash");
+	cr_assert_eq(tp_close(env), 0);
+}
+
+Test(rec, background_thread_takes_the_checkpoints)
+{
+	tp_stats st, idle;
+	/* by log size: none by time, as the run takes well under 100 ms */
+	bg_run(1, 256 * 1024, 2000, &st, &idle);
+	cr_assert_geq(st.checkpoints, 2, "2000 commits of 3 KB: %" PRIu64 " checkpoints", st.checkpoints);
+	cr_assert_eq(st.checkpoints_bg, st.checkpoints, "%" PRIu64 " of %" PRIu64 " by the thread",
+		     st.checkpoints_bg, st.checkpoints);
+	bg_run(0, 256 * 1024, 2000, &st, &idle);
+	cr_assert_geq(st.checkpoints, 5);
+	cr_assert_eq(st.checkpoints_bg, 0, "without it, the commits take them");
+
+	/* by time, on an idle store */
+	bg_run(1, UINT64_MAX / 2, 5, &st, &idle);
+	cr_assert_eq(st.checkpoints, 0);
+	cr_assert_eq(idle.checkpoints, 1, "a store idle since a change gets a checkpoint");
+	cr_assert_eq(idle.checkpoints_bg, 1);
+	bg_run(0, UINT64_MAX / 2, 5, &st, &idle);
+	cr_assert_eq(idle.checkpoints, 0, "without the thread, none while idle");
+}
+
 Test(rec, losers_rolled_back_winners_kept)
 {
 	uint64_t p[4];
