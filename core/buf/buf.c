@@ -95,7 +95,6 @@ struct buf_pool {
 	size_t n;
 	buf_page *frames;
 	size_t mem_bytes;     /* the frames' memory (mmap) */
-	unsigned char *rabuf; /* under mu: read-ahead (B8), RA_MAX pages */
 	struct ra_stream {    /* under mu: a sequential reader (B8) */
 		uint64_t last;    /* the last page it read or had read ahead */
 		uint64_t win;     /* its read-ahead window */
@@ -163,15 +162,13 @@ int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int rea
 	bp->mem_bytes = bytes;
 	int rings_ok = 1;
 	if (frames >= 8 * RA_MAX) { /* a small pool would evict what it reads ahead */
-		bp->rabuf = malloc(RA_MAX * (size_t)page_size);
 		bp->ra_ring.n = RA_RING;
 		bp->once_ring.n = frames / 4 < ONCE_RING ? frames / 4 : ONCE_RING;
 		bp->ra_ring.s = calloc(bp->ra_ring.n, sizeof *bp->ra_ring.s);
 		bp->once_ring.s = calloc(bp->once_ring.n, sizeof *bp->once_ring.s);
-		rings_ok = bp->rabuf && bp->ra_ring.s && bp->once_ring.s;
+		rings_ok = bp->ra_ring.s && bp->once_ring.s;
 	}
 	if (!bp->frames || !bp->hash || !mem || !rings_ok) {
-		free(bp->rabuf);
 		free(bp->ra_ring.s);
 		free(bp->once_ring.s);
 		free(bp->frames);
@@ -202,7 +199,6 @@ void buf_close(buf_pool *bp)
 	pthread_cond_destroy(&bp->written);
 	pthread_mutex_destroy(&bp->resv_mu);
 	munmap(bp->frames[0].data, bp->mem_bytes);
-	free(bp->rabuf);
 	free(bp->ra_ring.s);
 	free(bp->once_ring.s);
 	free(bp->frames);
@@ -344,13 +340,14 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
 	return f;
 }
 
-/* Sequential read-ahead (B8; mu held, pgno just read into a pinned frame):
- * when pgno follows the last page one of RA_STREAMS readers read, the
- * next pages up to a window that doubles from 4 to RA_MAX are read with
- * one pread into clean, unpinned
- * frames, skipping pages the pool holds and stopping at a dirty victim (no
- * write under mu, B7).  A page whose checksum fails is not kept: reading it
- * for real reports the damage.  Once the window is whole (a stream), the
+/* Sequential read-ahead (B8; mu held on entry and exit, let go during the
+ * read: B11; pgno just read into a pinned frame): when pgno follows the
+ * last page one of RA_STREAMS readers read, the next pages up to a window
+ * that doubles from 4 to RA_MAX are read with one preadv straight into
+ * clean, unpinned frames (no copy through a staging buffer), skipping
+ * pages the pool holds and stopping at a dirty or latched victim (no write
+ * under mu, B7).  A page whose checksum fails is not kept: reading it for
+ * real reports the damage.  Once the window is whole (a stream), the
  * kernel is asked to read the RA_ASYNC pages beyond it in the background,
  * in steps of half that: *adv (pages from adv[0], adv[1] of them) for the
  * caller to hand over once mu is released.  So the disk works while the
@@ -379,7 +376,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 			old = r;
 	}
 	bp->ra_tick++;
-	if (!s || !bp->rabuf) {
+	if (!s || !bp->ra_ring.s) {
 		*old = (struct ra_stream){.last = pgno, .advised = advised, .used = bp->ra_tick};
 		return;
 	}
@@ -393,31 +390,72 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		adv[1] = first + n + RA_ASYNC - adv[0];
 		s->advised = adv[0] + adv[1];
 	}
-	if (first + n > BUF_MAX_PAGES || io_pread(bp->f, bp->rabuf, n * bp->psize, first * bp->psize, &got) != 0)
+	if (first + n > BUF_MAX_PAGES)
 		return;
-	for (uint64_t i = 0; i < n && i * bp->psize < got; i++) {
-		uint64_t q = first + i;
-		unsigned char *img = bp->rabuf + i * bp->psize;
+	/* B11 for a run: each page's frame is X-latched, named in the hash and
+	 * marked loading before mu is let go, and the run is read with one
+	 * preadv straight into the frames; pages the pool holds already are
+	 * read into a scratch page and dropped */
+	struct iovec iov[RA_MAX];
+	buf_page *fr[RA_MAX];
+	unsigned char *scratch = NULL;
+	uint64_t k = 0, used = 0; /* entries; entries up to the last frame */
+	for (; k < n; k++) {
+		uint64_t q = first + k;
 		buf_page *f;
-		if (hash_find(bp, q))
+		fr[k] = NULL;
+		if (hash_find(bp, q)) {
+			if (!scratch && !(scratch = malloc(bp->psize)))
+				break;
+			iov[k] = (struct iovec){scratch, bp->psize};
 			continue;
-		if ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) || util_get64(img + 8) >= end) &&
-		    !all_zero(img, bp->psize))
-			continue;
+		}
 		f = n == RA_MAX ? ring_victim(bp, &bp->ra_ring, q) : victim(bp);
-		if (!f || (f->valid && f->dirty))
+		if (!f || (f->valid && f->dirty) || pthread_rwlock_trywrlock(&f->latch) != 0)
 			break;
 		if (f->valid)
 			hash_remove(bp, f);
-		memcpy(f->data, img, bp->psize);
 		f->pgno = q;
 		f->valid = 1;
 		f->logged = 0;
+		f->loading = 1;
+		f->pins = 1;
 		f->ref = 0; /* the hand comes back to it only after a whole turn */
 		f->next = bp->hash[hslot(bp, q)];
 		bp->hash[hslot(bp, q)] = f;
-		bp->st.reads++;
+		fr[k] = f;
+		iov[k] = (struct iovec){f->data, bp->psize};
+		used = k + 1;
 	}
+	if (used) {
+		pthread_mutex_unlock(&bp->mu); /* B11: no read under mu */
+		int rc = io_preadv(bp->f, iov, (int)used, first * bp->psize, &got);
+		uint8_t bad[RA_MAX];
+		for (uint64_t i = 0; i < used; i++) { /* B8, B9: checked before anyone sees it */
+			unsigned char *img = fr[i] ? fr[i]->data : NULL;
+			/* not kept: reading it for real reports the damage */
+			bad[i] = img && (rc || i * bp->psize >= got ||
+					 ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) ||
+					   util_get64(img + 8) >= end) &&
+					  !all_zero(img, bp->psize)));
+		}
+		pthread_mutex_lock(&bp->mu);
+		for (uint64_t i = 0; i < used; i++) {
+			buf_page *f = fr[i];
+			if (!f)
+				continue;
+			if (bad[i]) { /* out of the hash: whoever waits looks again */
+				hash_remove(bp, f);
+				f->valid = 0;
+			} else {
+				bp->st.reads++;
+			}
+			f->loading = 0;
+			f->pins--;
+			pthread_rwlock_unlock(&f->latch);
+		}
+	}
+	free(scratch);
 }
 
 int buf_get(buf_pool *bp, uint64_t pgno, int flags, buf_page **out)

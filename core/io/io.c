@@ -133,6 +133,22 @@ static int posix_pread(void *h, void *buf, size_t len, uint64_t off, size_t *don
 	return rc;
 }
 
+static int posix_preadv(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
+{
+	posix_file *pf = h;
+	ssize_t n;
+	int rc;
+
+	if (off > (uint64_t)INT64_MAX)
+		return EINVAL;
+	do {
+		n = preadv(pf->pf_fd, iov, cnt, (off_t)off);
+		rc = n < 0 ? errno : 0;
+	} while (rc == EINTR);
+	*done = n < 0 ? 0 : (size_t)n;
+	return rc;
+}
+
 static int posix_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
 {
 	posix_file *pf = h;
@@ -234,6 +250,7 @@ static const io_backend io_posix = {
 	.open = posix_open,
 	.close = posix_close,
 	.pread = posix_pread,
+	.preadv = posix_preadv,
 	.pwrite = posix_pwrite,
 	.sync = posix_sync,
 	.size = posix_size,
@@ -320,6 +337,73 @@ int io_pread(io_file *f, void *buf, size_t len, uint64_t off, size_t *got)
 		done += n;
 	}
 	memset(p + done, 0, len - done); /* I3 */
+	if (got != NULL)
+		*got = done;
+	return 0;
+err:
+	if (got != NULL)
+		*got = 0;
+	return io_fail_at(rc, "pread", f->io_path, off, len);
+}
+
+/* The part of iov from byte skip on, into v (at most IOV_RUN entries). */
+#define IOV_RUN 64
+static int iov_from(const struct iovec *iov, int cnt, size_t skip, struct iovec *v)
+{
+	int k = 0;
+	for (int i = 0; i < cnt && k < IOV_RUN; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		v[k].iov_base = (unsigned char *)iov[i].iov_base + skip;
+		v[k].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+		k++;
+	}
+	return k;
+}
+
+int io_preadv(io_file *f, const struct iovec *iov, int cnt, uint64_t off, size_t *got)
+{
+	size_t len = 0, done = 0, n;
+	int rc = 0;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	if (!f->io_be->preadv) { /* one pread into a bounce buffer, then scattered */
+		unsigned char *b = malloc(len ? len : 1);
+		if (!b)
+			return io_fail_at(ENOMEM, "pread", f->io_path, off, len);
+		if ((rc = io_pread(f, b, len, off, got)) == 0)
+			for (int i = 0; i < cnt; i++) {
+				memcpy(iov[i].iov_base, b + done, iov[i].iov_len);
+				done += iov[i].iov_len;
+			}
+		free(b);
+		return rc;
+	}
+	while (done < len) {
+		struct iovec v[IOV_RUN];
+		int k = iov_from(iov, cnt, done, v);
+		n = 0;
+		if ((rc = f->io_be->preadv(f->io_h, v, k, off + done, &n)) != 0)
+			goto err;
+		if (n == 0)
+			break; /* end of file (I3) */
+		if (n > len - done) {
+			rc = EIO;
+			goto err;
+		}
+		done += n;
+	}
+	for (size_t skip = done; skip < len;) { /* I3: zeros past the end */
+		struct iovec v[IOV_RUN];
+		int k = iov_from(iov, cnt, skip, v);
+		for (int i = 0; i < k; i++) {
+			memset(v[i].iov_base, 0, v[i].iov_len);
+			skip += v[i].iov_len;
+		}
+	}
 	if (got != NULL)
 		*got = done;
 	return 0;

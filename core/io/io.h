@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 typedef struct io_file io_file;
 
@@ -40,6 +41,10 @@ const char *io_path(const io_file *f);
 
 /* Data */
 int io_pread(io_file *f, void *buf, size_t len, uint64_t off, size_t *got);
+/* io_pread into cnt buffers, filled in order from off (one system call,
+ * preadv, where the backend has it: a run of pages read straight into the
+ * frames that hold them). */
+int io_preadv(io_file *f, const struct iovec *iov, int cnt, uint64_t off, size_t *got);
 int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off);
 int io_sync(io_file *f);
 int io_size(io_file *f, uint64_t *out);
@@ -78,6 +83,8 @@ typedef struct io_backend {
 	int (*close)(void *h);
 	/* one attempt: may transfer fewer bytes than asked (*done) */
 	int (*pread)(void *h, void *buf, size_t len, uint64_t off, size_t *done);
+	/* NULL: io_preadv reads into a bounce buffer with pread */
+	int (*preadv)(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done);
 	int (*pwrite)(void *h, const void *buf, size_t len, uint64_t off, size_t *done);
 	int (*sync)(void *h);
 	int (*size)(void *h, uint64_t *out);

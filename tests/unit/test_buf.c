@@ -659,6 +659,20 @@ static int gated_pread(void *h, void *buf, size_t len, uint64_t off, size_t *don
 	return io_posix_backend()->pread(h, buf, len, off, done);
 }
 
+/* A read-ahead run's preadv, held likewise when it starts at gate_off. */
+static int gated_preadv(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
+{
+	pthread_mutex_lock(&gate_mu);
+	if (off == gate_off && cnt > 1) {
+		gate_waiting++;
+		pthread_cond_broadcast(&gate_cv);
+		while (!gate_open)
+			pthread_cond_wait(&gate_cv, &gate_mu);
+	}
+	pthread_mutex_unlock(&gate_mu);
+	return io_posix_backend()->preadv(h, iov, cnt, off, done);
+}
+
 struct getter {
 	uint64_t pgno;
 	int rc, done;
@@ -687,6 +701,7 @@ static void install_gate(void)
 	static io_backend be; /* the data file keeps a pointer to it until teardown */
 	be = *io_posix_backend();
 	be.pread = gated_pread;
+	be.preadv = gated_preadv;
 	io_set_backend(&be);
 }
 
@@ -756,6 +771,52 @@ Test(buf, a_miss_reads_without_holding_up_the_pool)
 	cr_assert_eq(gate_waiting, 1, "page 7 was read %d times", gate_waiting);
 	cr_assert_eq(s1.reads - s0.reads, 1);
 	cr_assert_eq(buf_pinned(bp), 0);
+}
+
+/* B8, B11: a read-ahead run is read straight into its frames without
+ * holding up the pool: a hit elsewhere goes on while the run's read is
+ * held, a reader of a page of the run waits for that read (and gets the
+ * page's own bytes, read once), and a damaged page of the run is left out */
+Test(buf, read_ahead_holds_up_only_the_readers_of_its_pages)
+{
+	install_gate();
+	open_all(1024, 0);
+	pages_on_disk(20, 1024);
+	cr_assert_eq(su_raw_flip(datapath, 5 * PS + 100, 0x40), 0);
+	read_page(12); /* cached, away from the run */
+	gate_off = 3 * PS; /* the run read ahead after page 2: pages 3..6 */
+	read_page(1);
+	buf_stats s0, s1;
+	buf_stats_get(bp, &s0);
+	struct getter a = {.pgno = 2}, b = {.pgno = 4}, c = {.pgno = 12};
+	pthread_t ta, tb, tc;
+	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
+	pthread_mutex_lock(&gate_mu);
+	while (!gate_waiting)
+		pthread_cond_wait(&gate_cv, &gate_mu);
+	pthread_mutex_unlock(&gate_mu);
+	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
+	cr_assert_eq(pthread_create(&tc, NULL, getter_main, &c), 0);
+	int c_done = finished(&c, 5000); /* while the run's read is held */
+	int b_early = finished(&b, 100);
+	open_gate();
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	pthread_join(tc, NULL);
+	buf_stats_get(bp, &s1);
+	cr_assert(c_done, "a hit on page 12 waited for the read-ahead of pages 3..6");
+	cr_assert_not(b_early, "a reader of page 4 got it before the run's read was over");
+	cr_assert(a.rc == 0 && b.rc == 0 && c.rc == 0, "rc %d %d %d", a.rc, b.rc, c.rc);
+	cr_assert(a.first == 2 && b.first == 4 && c.first == 12, "bytes %u %u %u", a.first, b.first, c.first);
+	cr_assert_eq(gate_waiting, 1, "the run was read %d times", gate_waiting);
+	cr_assert_eq(s1.misses - s0.misses, 1, "page 4 was read ahead: only page 2 missed");
+	cr_assert_eq(buf_pinned(bp), 0);
+	read_page(3);
+	read_page(6);
+	buf_page *pg;
+	cr_assert_eq(buf_get(bp, 5, BUF_S, &pg), TP_ECORRUPT, "the damaged page of the run was kept as data");
+	buf_stats_get(bp, &s1);
+	cr_assert_eq(s1.misses - s0.misses, 2, "pages 3 and 6 were read ahead; page 5 read again, for real");
 }
 
 /* B11: a read that fails (checksum) while another reader waits for it:
