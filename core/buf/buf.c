@@ -50,6 +50,11 @@
  *       is logged for it (txn.c), and no for ordered bytes (op.h); and
  *       whether it holds ordered bytes not yet written (unwritten), until
  *       it is written, whoever writes it.
+ *   B13 A frame's saved checksum (ocrc_ok) is the one of its bytes when
+ *       buf_mark_ordered took it, while the bytes were in the CPU's cache;
+ *       buf_dirty, which every change of a frame calls, forgets it, and
+ *       write_run uses it only for a frame still carrying the LSN it was
+ *       registered with, so a page is never written with another's sum.
  */
 #include "buf.h"
 
@@ -80,6 +85,8 @@ struct buf_page {
 	uint8_t loading;      /* under bp->mu; its page is being read in (B11) */
 	uint8_t logged;       /* under bp->mu; every byte can be rebuilt from the log (B12) */
 	uint8_t unwritten;    /* under bp->mu; dirty with ordered bytes not yet written (B12) */
+	uint8_t ocrc_ok;      /* under bp->mu; ocrc is the checksum of its bytes (B13) */
+	uint32_t ocrc;
 	uint64_t rec_lsn;     /* under bp->mu; first LSN that dirtied it (B4) */
 	buf_page *next;       /* under bp->mu; hash chain */
 	pthread_rwlock_t latch; /* the page bytes */
@@ -418,6 +425,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		f->pgno = q;
 		f->valid = 1;
 		f->logged = 0;
+		f->ocrc_ok = 0;
 		f->loading = 1;
 		f->pins = 1;
 		f->ref = 0; /* the hand comes back to it only after a whole turn */
@@ -518,6 +526,7 @@ retry:
 	pg->pgno = pgno;
 	pg->valid = 1;
 	pg->logged = 0;
+	pg->ocrc_ok = 0;
 	pg->loading = (uint8_t)read;
 	pg->pins = 1;
 	pg->ref = 1;
@@ -595,6 +604,7 @@ int buf_file_pages(buf_pool *bp, uint64_t *pages)
 void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 {
 	pthread_mutex_lock(&bp->mu);
+	pg->ocrc_ok = 0; /* B13 */
 	if (!pg->dirty) {
 		pg->dirty = 1;
 		pg->rec_lsn = lsn ? lsn : 1; /* B4 */
@@ -606,7 +616,10 @@ void buf_set_lsn(buf_page *pg, uint64_t lsn) { util_put64(pg->data + 8, lsn); }
 
 void buf_mark_ordered(buf_pool *bp, buf_page *pg)
 {
+	uint32_t crc = util_crc32c(0, pg->data + 4, bp->psize - 4); /* B13: X-latched, bytes final */
 	pthread_mutex_lock(&bp->mu);
+	pg->ocrc = crc;
+	pg->ocrc_ok = 1;
 	pg->logged = 0;
 	pg->unwritten = pg->dirty;
 	pthread_mutex_unlock(&bp->mu);
@@ -728,19 +741,33 @@ static buf_page *take_unlogged(buf_pool *bp, const buf_unlogged *u)
 	return NULL;
 }
 
+#define RUN_MAX 64 /* pages per write of buf_write_unlogged */
+
 /* Writes the run of frames fr[0..n) (consecutive pages, pinned and
- * S-latched) with one pwrite, marks them clean, releases them. */
-static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
+ * S-latched) with one pwritev, marks them clean, releases them. */
+static int write_run(buf_pool *bp, buf_page **fr, size_t n)
 {
+	/* each page from its frame, behind its checksum: the frame's own first
+	 * bytes are not written to under an S latch, and nothing is copied */
+	struct iovec iov[2 * RUN_MAX];
+	unsigned char crc[RUN_MAX][4];
+	uint32_t saved[RUN_MAX];
+	uint8_t have[RUN_MAX];
 	int rc = 0;
 	if (bp->readonly)
 		rc = util_err(EROFS, "%s: the store is open read-only", io_path(bp->f));
-	for (size_t i = 0; i < n && !rc; i++) {
-		unsigned char *p = wb + i * bp->psize;
-		memcpy(p, fr[i]->data, bp->psize);
-		util_put32(p, util_crc32c(0, p + 4, bp->psize - 4));
+	pthread_mutex_lock(&bp->mu); /* B13: S-latched, so no change clears them meanwhile */
+	for (size_t i = 0; i < n; i++) {
+		have[i] = fr[i]->ocrc_ok;
+		saved[i] = fr[i]->ocrc;
 	}
-	if (!rc && (rc = io_pwrite(bp->f, wb, n * bp->psize, fr[0]->pgno * bp->psize)) == 0)
+	pthread_mutex_unlock(&bp->mu);
+	for (size_t i = 0; i < n && !rc; i++) {
+		util_put32(crc[i], have[i] ? saved[i] : util_crc32c(0, fr[i]->data + 4, bp->psize - 4));
+		iov[2 * i] = (struct iovec){crc[i], 4};
+		iov[2 * i + 1] = (struct iovec){fr[i]->data + 4, bp->psize - 4};
+	}
+	if (!rc && (rc = io_pwritev(bp->f, iov, (int)(2 * n), fr[0]->pgno * bp->psize)) == 0)
 		io_writeback(bp->f, fr[0]->pgno * bp->psize, n * bp->psize); /* buf_sync waits less */
 	else if (!rc) {
 		log_panic(bp->lg, rc, "page write"); /* B5 */
@@ -749,6 +776,7 @@ static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
 	}
 	pthread_mutex_lock(&bp->mu);
 	for (size_t i = 0; i < n; i++) {
+		fr[i]->ocrc_ok = 0;
 		if (!rc) { /* still S-latched: no change since the write */
 			bp->st.writes++;
 			fr[i]->dirty = 0;
@@ -765,23 +793,18 @@ static int write_run(buf_pool *bp, buf_page **fr, size_t n, unsigned char *wb)
 	return rc;
 }
 
-#define RUN_MAX 64 /* pages per write of buf_write_unlogged */
-
 int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
 {
 	buf_page *fr[RUN_MAX];
-	unsigned char *wb = malloc(RUN_MAX * (size_t)bp->psize);
 	size_t k = 0;
 	int rc = 0;
-	if (!wb)
-		return ENOMEM;
 	qsort(pages, n, sizeof *pages, cmp_unlogged);
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (i + 1 < n && pages[i + 1].pgno == pages[i].pgno)
 			continue; /* registered again since: only the latest LSN can match */
 		buf_page *pg = take_unlogged(bp, &pages[i]);
 		if (k && (!pg || k == RUN_MAX || fr[k - 1]->pgno + 1 != pages[i].pgno)) {
-			rc = write_run(bp, fr, k, wb);
+			rc = write_run(bp, fr, k);
 			k = 0;
 		}
 		if (pg && rc) /* the run before it failed: release it unwritten */
@@ -790,8 +813,7 @@ int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n)
 			fr[k++] = pg;
 	}
 	if (k && !rc)
-		rc = write_run(bp, fr, k, wb);
-	free(wb);
+		rc = write_run(bp, fr, k);
 	return rc;
 }
 

@@ -20,18 +20,19 @@
  * I1  A file is always served by the backend that opened it: io_file keeps
  *     its own backend pointer, so io_set_backend never sends a handle to a
  *     backend that does not know it.
- * I2  io_pwrite returns 0 only when all len bytes were accepted by the
- *     backend; a backend that makes no progress and reports no error yields
- *     EIO, never an endless loop.
- * I3  io_pread fills all len bytes of buf: bytes from the file first (*got of
- *     them), zeros after.  A zero-byte transfer means end of file.
+ * I2  io_pwrite (io_pwritev) returns 0 only when all len bytes were
+ *     accepted by the backend; a backend that makes no progress and reports
+ *     no error yields EIO, never an endless loop.
+ * I3  io_pread (io_preadv) fills all len bytes of buf (of the buffers, in
+ *     order): bytes from the file first (*got of them), zeros after.  A
+ *     zero-byte transfer means end of file.
  * I4  io_preallocate writes zero blocks through the backend's pwrite (never
  *     fallocate or a sparse ftruncate), so the simulator sees them and later
  *     writes inside the range never change the file's size.
  * I5  Every function returns 0 or a positive errno, saved right after the
  *     system call that set it; failures also set util_err's message naming
  *     the operation and the path.
- * I6  Only this file calls pread/pwrite/fdatasync/ftruncate/rename/unlink on
+ * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/unlink on
  *     store files (the simulator reaches them through the POSIX backend or
  *     on its own fds).
  */
@@ -165,6 +166,22 @@ static int posix_pwrite(void *h, const void *buf, size_t len, uint64_t off, size
 	return rc;
 }
 
+static int posix_pwritev(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
+{
+	posix_file *pf = h;
+	ssize_t n;
+	int rc;
+
+	if (off > (uint64_t)INT64_MAX)
+		return EFBIG;
+	do {
+		n = pwritev(pf->pf_fd, iov, cnt, (off_t)off);
+		rc = n < 0 ? errno : 0;
+	} while (rc == EINTR);
+	*done = n < 0 ? 0 : (size_t)n;
+	return rc;
+}
+
 static int posix_sync(void *h)
 {
 	posix_file *pf = h;
@@ -252,6 +269,7 @@ static const io_backend io_posix = {
 	.pread = posix_pread,
 	.preadv = posix_preadv,
 	.pwrite = posix_pwrite,
+	.pwritev = posix_pwritev,
 	.sync = posix_sync,
 	.size = posix_size,
 	.truncate = posix_truncate,
@@ -347,7 +365,7 @@ err:
 }
 
 /* The part of iov from byte skip on, into v (at most IOV_RUN entries). */
-#define IOV_RUN 64
+#define IOV_RUN 256
 static int iov_from(const struct iovec *iov, int cnt, size_t skip, struct iovec *v)
 {
 	int k = 0;
@@ -422,6 +440,41 @@ int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off)
 	while (done < len) {
 		n = 0;
 		if ((rc = f->io_be->pwrite(f->io_h, p + done, len - done, off + done, &n)) != 0)
+			goto err;
+		if (n == 0 || n > len - done) {
+			rc = EIO; /* I2: no progress and no error */
+			goto err;
+		}
+		done += n;
+	}
+	return 0;
+err:
+	return io_fail_at(rc, "pwrite", f->io_path, off, len);
+}
+
+int io_pwritev(io_file *f, const struct iovec *iov, int cnt, uint64_t off)
+{
+	size_t len = 0, done = 0, n;
+	int rc;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	if (!f->io_be->pwritev) { /* gathered into a bounce buffer: one pwrite */
+		unsigned char *b = malloc(len ? len : 1);
+		if (!b)
+			return io_fail_at(ENOMEM, "pwrite", f->io_path, off, len);
+		for (int i = 0; i < cnt; i++) {
+			memcpy(b + done, iov[i].iov_base, iov[i].iov_len);
+			done += iov[i].iov_len;
+		}
+		rc = io_pwrite(f, b, len, off);
+		free(b);
+		return rc;
+	}
+	while (done < len) {
+		struct iovec v[IOV_RUN];
+		int k = iov_from(iov, cnt, done, v);
+		n = 0;
+		if ((rc = f->io_be->pwritev(f->io_h, v, k, off + done, &n)) != 0)
 			goto err;
 		if (n == 0 || n > len - done) {
 			rc = EIO; /* I2: no progress and no error */

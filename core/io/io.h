@@ -46,6 +46,9 @@ int io_pread(io_file *f, void *buf, size_t len, uint64_t off, size_t *got);
  * frames that hold them). */
 int io_preadv(io_file *f, const struct iovec *iov, int cnt, uint64_t off, size_t *got);
 int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off);
+/* io_pwrite of cnt buffers, written in order from off (one pwritev where
+ * the backend has it: pages written from the frames that hold them). */
+int io_pwritev(io_file *f, const struct iovec *iov, int cnt, uint64_t off);
 int io_sync(io_file *f);
 int io_size(io_file *f, uint64_t *out);
 int io_truncate(io_file *f, uint64_t size);
@@ -86,6 +89,8 @@ typedef struct io_backend {
 	/* NULL: io_preadv reads into a bounce buffer with pread */
 	int (*preadv)(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done);
 	int (*pwrite)(void *h, const void *buf, size_t len, uint64_t off, size_t *done);
+	/* NULL: io_pwritev gathers into a bounce buffer and uses pwrite */
+	int (*pwritev)(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done);
 	int (*sync)(void *h);
 	int (*size)(void *h, uint64_t *out);
 	int (*truncate)(void *h, uint64_t size);

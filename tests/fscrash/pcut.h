@@ -5,14 +5,15 @@
  * with the testing library.  tpfsd is not, so this emulates the same model
  * from outside, at the system-call layer:
  *
- *   pcut_shim.so (LD_PRELOAD into tpfsd) journals, for every pwrite(2) and
- *   ftruncate(2) on a regular file under PCUT_ENV_DIR (the store), the new
- *   bytes and the bytes (and size) they replace, before the call runs; and
- *   after every fdatasync(2)/fsync(2) of such a file, which of its records
- *   that sync covered (those journaled before the sync began).  Another
- *   way of writing a store file (write, writev, pwritev, fallocate) marks
- *   the journal unusable, so that the test fails instead of emulating the
- *   wrong thing.  (core/io/io.c, the only code that writes the store, uses
+ *   pcut_shim.so (LD_PRELOAD into tpfsd) journals, for every pwrite(2),
+ *   pwritev(2) (as the one pwrite of its bytes) and ftruncate(2) on a
+ *   regular file under PCUT_ENV_DIR (the store), the new bytes and the
+ *   bytes (and size) they replace, before the call runs; and after every
+ *   fdatasync(2)/fsync(2) of such a file, which of its records that sync
+ *   covered (those journaled before the sync began).  Another way of
+ *   writing a store file (write, writev, fallocate) marks the journal
+ *   unusable, so that the test fails instead of emulating the wrong
+ *   thing.  (core/io/io.c, the only code that writes the store, uses
  *   none of them, nor O_SYNC, O_DSYNC or mmap: io.c I6.)
  *
  *   pcut_apply (the test, after SIGKILL of the daemon) rolls each file back

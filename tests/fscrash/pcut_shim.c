@@ -270,13 +270,32 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
 	return real_writev(fd, iov, n);
 }
 
-ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
+/* pwritev (the page file's runs of ordered pages: core/io io_pwritev) is
+ * journaled as the one pwrite of the same bytes it is. */
+static ssize_t do_pwritev(int fd, const struct iovec *iov, int n, off_t off)
 {
 	struct stat st;
-	if (tracked(fd, &st))
-		unusable(&st, "pwritev");
-	return real_pwritev(fd, iov, n, off);
+	size_t len = 0, at = 0;
+	if (n < 0 || !tracked(fd, &st))
+		return real_pwritev(fd, iov, n, off);
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	uint8_t *b = malloc(len ? len : 1);
+	if (!b) {
+		unusable(&st, "pwritev (out of memory)");
+		return real_pwritev(fd, iov, n, off);
+	}
+	for (int i = 0; i < n; i++) {
+		memcpy(b + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	ssize_t r = do_pwrite(real_pwrite64, fd, b, len, off);
+	free(b);
+	return r;
 }
+
+ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off) { return do_pwritev(fd, iov, n, off); }
+ssize_t pwritev64(int fd, const struct iovec *iov, int n, off_t off) { return do_pwritev(fd, iov, n, off); }
 
 int fallocate(int fd, int mode, off_t off, off_t len)
 {
