@@ -191,8 +191,10 @@ static int checkpoint(tp_env *env, int bg)
 	if (!rc) {
 		__atomic_store_n(&env->ckpt_end, log_end(env->lg), __ATOMIC_RELAXED);
 		__atomic_store_n(&env->ckpt_ns, util_now_ns(), __ATOMIC_RELAXED);
+		pthread_mutex_lock(&env->bg_mu);
 		env->ckpts++;
 		env->ckpts_bg += bg != 0;
+		pthread_mutex_unlock(&env->bg_mu);
 	}
 	pthread_mutex_unlock(&env->ckpt_mu);
 	return rc;
@@ -559,10 +561,12 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	s->page_writes = bs.writes;
 	s->cache_hits = bs.hits;
 	s->cache_misses = bs.misses;
-	pthread_mutex_lock(&env->ckpt_mu);
+	/* under bg_mu, not ckpt_mu, which a checkpoint holds throughout:
+	 * statistics (tpfs stat) do not wait for one */
+	pthread_mutex_lock(&env->bg_mu);
 	s->checkpoints = env->ckpts;
 	s->checkpoints_bg = env->ckpts_bg;
-	pthread_mutex_unlock(&env->ckpt_mu);
+	pthread_mutex_unlock(&env->bg_mu);
 	s->rec_records = env->rec.records;
 	s->rec_redone = env->rec.redone;
 	s->rec_losers = env->rec.losers;

@@ -31,11 +31,11 @@ struct tp_env {
 	uint64_t ckpt_end;        /* log end after the last checkpoint (also read
 				     atomically, without ckpt_mu) */
 	uint64_t ckpt_ns;         /* when it was taken (likewise) */
-	uint64_t ckpts, ckpts_bg;
+	uint64_t ckpts, ckpts_bg; /* under bg_mu (statistics need not wait for a checkpoint) */
 	/* opt.background: the checkpoint thread and what wakes it */
 	pthread_t bg;
 	int bg_running;           /* set before the thread starts, then read only */
-	pthread_mutex_t bg_mu;    /* the fields below */
+	pthread_mutex_t bg_mu;    /* the fields below, and ckpts */
 	pthread_cond_t bg_cv;     /* CLOCK_MONOTONIC */
 	int bg_kick, bg_stop;
 	int bg_kicked;            /* atomic: a kick is pending (commits skip bg_mu) */
