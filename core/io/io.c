@@ -118,67 +118,58 @@ static int posix_close(void *h)
 	return rc == EINTR ? 0 : rc;
 }
 
+/* One attempt's outcome: 0 and *done, or errno (EINTR: attempt again). */
+static int posix_done(ssize_t n, size_t *done)
+{
+	*done = n < 0 ? 0 : (size_t)n;
+	return n < 0 ? errno : 0;
+}
+
 static int posix_pread(void *h, void *buf, size_t len, uint64_t off, size_t *done)
 {
 	posix_file *pf = h;
-	ssize_t n;
 	int rc;
-
 	if (off > (uint64_t)INT64_MAX)
 		return EINVAL;
-	do {
-		n = pread(pf->pf_fd, buf, len, (off_t)off);
-		rc = n < 0 ? errno : 0;
-	} while (rc == EINTR);
-	*done = n < 0 ? 0 : (size_t)n;
+	do
+		rc = posix_done(pread(pf->pf_fd, buf, len, (off_t)off), done);
+	while (rc == EINTR);
 	return rc;
 }
 
 static int posix_preadv(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
 {
 	posix_file *pf = h;
-	ssize_t n;
 	int rc;
-
 	if (off > (uint64_t)INT64_MAX)
 		return EINVAL;
-	do {
-		n = preadv(pf->pf_fd, iov, cnt, (off_t)off);
-		rc = n < 0 ? errno : 0;
-	} while (rc == EINTR);
-	*done = n < 0 ? 0 : (size_t)n;
+	do
+		rc = posix_done(preadv(pf->pf_fd, iov, cnt, (off_t)off), done);
+	while (rc == EINTR);
 	return rc;
 }
 
 static int posix_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
 {
 	posix_file *pf = h;
-	ssize_t n;
 	int rc;
-
 	if (off > (uint64_t)INT64_MAX)
 		return EFBIG;
-	do {
-		n = pwrite(pf->pf_fd, buf, len, (off_t)off);
-		rc = n < 0 ? errno : 0;
-	} while (rc == EINTR);
-	*done = n < 0 ? 0 : (size_t)n;
+	do
+		rc = posix_done(pwrite(pf->pf_fd, buf, len, (off_t)off), done);
+	while (rc == EINTR);
 	return rc;
 }
 
 static int posix_pwritev(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
 {
 	posix_file *pf = h;
-	ssize_t n;
 	int rc;
-
 	if (off > (uint64_t)INT64_MAX)
 		return EFBIG;
-	do {
-		n = pwritev(pf->pf_fd, iov, cnt, (off_t)off);
-		rc = n < 0 ? errno : 0;
-	} while (rc == EINTR);
-	*done = n < 0 ? 0 : (size_t)n;
+	do
+		rc = posix_done(pwritev(pf->pf_fd, iov, cnt, (off_t)off), done);
+	while (rc == EINTR);
 	return rc;
 }
 

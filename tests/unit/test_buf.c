@@ -705,11 +705,12 @@ static void install_gate(void)
 	io_set_backend(&be);
 }
 
-/* Starts a thread reading g->pgno, whose read the gate holds: returns once
- * it is held there. */
+/* Starts a thread reading g->pgno, one of whose reads (at gate_off, or g's
+ * page when that is unset) the gate holds: returns once it is held there. */
 static void start_held_read(struct getter *g, pthread_t *t)
 {
-	gate_off = g->pgno * PS;
+	if (gate_off == UINT64_MAX)
+		gate_off = g->pgno * PS;
 	cr_assert_eq(pthread_create(t, NULL, getter_main, g), 0);
 	pthread_mutex_lock(&gate_mu);
 	while (!gate_waiting)
@@ -790,11 +791,7 @@ Test(buf, read_ahead_holds_up_only_the_readers_of_its_pages)
 	buf_stats_get(bp, &s0);
 	struct getter a = {.pgno = 2}, b = {.pgno = 4}, c = {.pgno = 12};
 	pthread_t ta, tb, tc;
-	cr_assert_eq(pthread_create(&ta, NULL, getter_main, &a), 0);
-	pthread_mutex_lock(&gate_mu);
-	while (!gate_waiting)
-		pthread_cond_wait(&gate_cv, &gate_mu);
-	pthread_mutex_unlock(&gate_mu);
+	start_held_read(&a, &ta);
 	cr_assert_eq(pthread_create(&tb, NULL, getter_main, &b), 0);
 	cr_assert_eq(pthread_create(&tc, NULL, getter_main, &c), 0);
 	int c_done = finished(&c, 5000); /* while the run's read is held */

@@ -377,34 +377,32 @@ static int toy_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t
 	return io_posix_backend()->pwrite(h, buf, len < toy_max ? len : toy_max, off, done);
 }
 
-static int toy_preadv(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
+/* iov cut to its first toy_max bytes, into v (16 entries at most). */
+static int toy_clip(const struct iovec *iov, int cnt, struct iovec *v)
 {
-	struct iovec v[16];
 	size_t left = toy_max;
 	int k = 0;
-	toy_calls++;
-	for (int i = 0; i < cnt && k < 16 && left; i++, k++) { /* at most toy_max bytes */
+	for (int i = 0; i < cnt && k < 16 && left; i++, k++) {
 		v[k] = iov[i];
 		if (v[k].iov_len > left)
 			v[k].iov_len = left;
 		left -= v[k].iov_len;
 	}
-	return io_posix_backend()->preadv(h, v, k, off, done);
+	return k;
+}
+
+static int toy_preadv(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
+{
+	struct iovec v[16];
+	toy_calls++;
+	return io_posix_backend()->preadv(h, v, toy_clip(iov, cnt, v), off, done);
 }
 
 static int toy_pwritev(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done)
 {
 	struct iovec v[16];
-	size_t left = toy_max;
-	int k = 0;
 	toy_calls++;
-	for (int i = 0; i < cnt && k < 16 && left; i++, k++) { /* at most toy_max bytes */
-		v[k] = iov[i];
-		if (v[k].iov_len > left)
-			v[k].iov_len = left;
-		left -= v[k].iov_len;
-	}
-	return io_posix_backend()->pwritev(h, v, k, off, done);
+	return io_posix_backend()->pwritev(h, v, toy_clip(iov, cnt, v), off, done);
 }
 
 static void toy_point_fn(const char *name)
