@@ -287,7 +287,7 @@ static int raw_set(bt_tree *bt, txn *t, uint64_t pgno, uint32_t off, const void 
 static int ovf_page_ordered(txn *t, uint64_t next, const unsigned char *part, size_t n, uint64_t *pgno)
 {
 	buf_page *pg;
-	int rc = op_page_alloc_ordered(t, BT_PT_OVERFLOW, pgno, &pg);
+	int rc = op_page_alloc_ordered(t, BT_PT_OVERFLOW, (uint32_t)(BT_OVF_HDR + n), pgno, &pg);
 	if (rc)
 		return rc;
 	unsigned char *p = buf_data(pg);

@@ -423,7 +423,7 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 	return rc;
 }
 
-int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
+int op_page_alloc_ordered(txn *t, uint16_t type, uint32_t fill, uint64_t *pgno, buf_page **out)
 {
 	txn_mgr *tm = txn_mgr_of(t);
 	buf_pool *bp = txn_mgr_pool(tm);
@@ -449,7 +449,11 @@ int op_page_alloc_ordered(txn *t, uint16_t type, uint64_t *pgno, buf_page **out)
 		durable = log_durable(lg);
 	}
 	uint64_t lsn = durable - 1;
-	memset(buf_data(pg), 0, buf_page_size(bp));
+	uint32_t psize = buf_page_size(bp);
+	if (fill < BUF_HDR || fill > psize)
+		fill = BUF_HDR;
+	memset(buf_data(pg), 0, BUF_HDR); /* the caller writes [BUF_HDR, fill) */
+	memset(buf_data(pg) + fill, 0, psize - fill);
 	util_put16(buf_data(pg) + 4, type);
 	buf_dirty(bp, pg, lsn);
 	buf_set_lsn(pg, lsn);

@@ -386,7 +386,7 @@ static uint64_t ordered_page(txn *t, unsigned char fill)
 {
 	uint64_t p;
 	buf_page *pg;
-	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	cr_assert_eq(op_page_alloc_ordered(t, 7, 0, &p, &pg), 0, "%s", tp_errmsg());
 	memset(buf_data(pg) + BUF_HDR, fill, BODY);
 	cr_assert_eq(op_page_ordered_done(t, pg), 0);
 	return p;
@@ -791,7 +791,7 @@ Test(pages, ordered_allocation_is_next_fit_and_wraps)
 				cr_assert_eq(txn_commit(t, 0), 0);
 			cr_assert_eq(txn_begin(e.tm, &t), 0);
 		}
-		cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+		cr_assert_eq(op_page_alloc_ordered(t, 7, 0, &p, &pg), 0, "%s", tp_errmsg());
 		cr_assert_eq(op_page_ordered_done(t, pg), 0);
 		cr_assert_eq(p, 2 + i, "ordered pages of a new store follow each other");
 	}
@@ -801,17 +801,17 @@ Test(pages, ordered_allocation_is_next_fit_and_wraps)
 	uint64_t want[2] = {10, g - 100};
 	cr_assert_eq(txn_begin(e.tm, &t), 0);
 	for (int k = 0; k < 2; k++) {
-		cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+		cr_assert_eq(op_page_alloc_ordered(t, 7, 0, &p, &pg), 0, "%s", tp_errmsg());
 		cr_assert_eq(op_page_ordered_done(t, pg), 0);
 		cr_assert_eq(p, want[k], "ordered allocation %d: page %" PRIu64 ", expected %" PRIu64, k, p, want[k]);
 	}
 	cr_assert_eq(op_page_free(t, 20), 0);
 	cr_assert_eq(txn_commit(t, 0), 0);
 	cr_assert_eq(txn_begin(e.tm, &t), 0);
-	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	cr_assert_eq(op_page_alloc_ordered(t, 7, 0, &p, &pg), 0, "%s", tp_errmsg());
 	cr_assert_eq(op_page_ordered_done(t, pg), 0);
 	cr_assert_eq(p, 20, "nothing free after page %" PRIu64 ": the search wraps to page 20, not %" PRIu64, g - 100, p);
-	cr_assert_eq(op_page_alloc_ordered(t, 7, &p, &pg), 0, "%s", tp_errmsg());
+	cr_assert_eq(op_page_alloc_ordered(t, 7, 0, &p, &pg), 0, "%s", tp_errmsg());
 	cr_assert_eq(op_page_ordered_done(t, pg), 0);
 	cr_assert_eq(p, g + 2, "group 0 full again: group 1's first page (%" PRIu64 ")", p);
 	cr_assert_eq(txn_commit(t, 0), 0);
