@@ -336,7 +336,7 @@ int bt_ovf_read(bt_tree *bt, uint64_t pgno, uint32_t vlen, void *out, size_t cap
 		if (!pgno)
 			return util_err(TP_ECORRUPT, "btree %" PRIu64 ": overflow chain ends %zu bytes short of %" PRIu32,
 					bt->root, (size_t)(vlen - done), vlen);
-		if ((rc = buf_get(bt->bp, pgno, BUF_S, &pg)) != 0)
+		if ((rc = buf_get(bt->bp, pgno, BUF_S | BUF_DATA, &pg)) != 0)
 			return rc;
 		const unsigned char *p = buf_data(pg);
 		uint32_t n = util_get32(p + BUF_HDR + 8);

@@ -72,7 +72,7 @@
 #define RA_MAX 32             /* pages read ahead at most */
 #define RA_ASYNC 512          /* a stream's pages the kernel reads ahead of it (B8) */
 #define RA_STREAMS 8          /* sequential readers followed at once (B8) */
-#define RA_RING (8 * RA_MAX)  /* frames a long sequential scan cycles through */
+#define RA_RING (8 * RA_MAX)  /* frames sequential streams' read-ahead cycles through */
 #define REF_MAX 2             /* a page used again: a turn of the hand more */
 #define ONCE_RING 4096        /* frames BUF_ONCE pages cycle through, at most */
 
@@ -351,7 +351,11 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
  * read: B11; pgno just read into a pinned frame): when pgno follows the
  * last page one of RA_STREAMS readers read, the next pages up to a window
  * that doubles from 4 to RA_MAX are read with one preadv straight into
- * clean, unpinned frames (no copy through a staging buffer), skipping
+ * clean, unpinned frames of the read-ahead ring (from a stream's first
+ * window: the kernel's read-ahead of a FUSE file starts a stream with each
+ * request, and frames taken from the CLOCK hand would flood the pool and,
+ * in a fresh pool, fault in new memory page by page; no copy through a
+ * staging buffer), skipping
  * pages the pool holds and stopping at a dirty or latched victim (no write
  * under mu, B7).  A page whose checksum fails is not kept: reading it for
  * real reports the damage.  Once the window is whole (a stream), the
@@ -417,7 +421,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 			iov[k] = (struct iovec){scratch, bp->psize};
 			continue;
 		}
-		f = n == RA_MAX ? ring_victim(bp, &bp->ra_ring, q) : victim(bp);
+		f = ring_victim(bp, &bp->ra_ring, q); /* a stream's from its first window */
 		if (!f || (f->valid && f->dirty) || pthread_rwlock_trywrlock(&f->latch) != 0)
 			break;
 		if (f->valid)
@@ -496,7 +500,9 @@ retry:
 			goto retry;
 		goto latch;
 	}
-	if (!(pg = flags & BUF_ONCE ? ring_victim(bp, &bp->once_ring, pgno) : victim(bp))) {
+	if (!(pg = flags & BUF_ONCE   ? ring_victim(bp, &bp->once_ring, pgno)
+		   : flags & BUF_DATA ? ring_victim(bp, &bp->ra_ring, pgno)
+				      : victim(bp))) {
 		if (bp->writing) { /* pinned only while written back: wait for one */
 			pthread_cond_wait(&bp->written, &bp->mu);
 			pthread_mutex_unlock(&bp->mu);

@@ -34,9 +34,13 @@ enum {
 	BUF_NOREAD = 1 << 1, /* the caller rewrites the whole page: do not read it */
 	BUF_REBUILD = 1 << 2, /* a page failing its checksum reads as zeros (LSN 0):
 				for redo of records that rebuild whole pages */
-	BUF_ONCE = 1 << 3     /* on a miss: a page of a stream, used once (ordered
+	BUF_ONCE = 1 << 3,    /* on a miss: a page of a stream, used once (ordered
 				data): its frame comes from a ring of frames such
 				pages cycle through (B10), not from the whole pool */
+	BUF_DATA = 1 << 4     /* on a miss: a page of bulk data, copied out by its
+				reader (an overflow page): its frame comes from
+				the read-ahead ring (B8), which keeps a page that
+				is used again, not from the whole pool */
 };
 
 /* Set-up */

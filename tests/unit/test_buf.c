@@ -528,7 +528,11 @@ Test(buf, interleaved_streams_are_each_read_ahead)
 	buf_stats_get(bp, &s1);
 	uint64_t m = s1.misses - s0.misses;
 	cr_assert_lt(m, 120, "two interleaved scans of 600 pages each missed %" PRIu64 " times: no read-ahead", m);
-	cr_assert_eq(s1.reads - s0.reads, 1200, "every page read once, none twice or skipped");
+	/* each page once; and where the first scan's last window runs past
+	 * its end into the second's first pages, which went through the ring
+	 * and may be gone, those again: at most a window (32 pages) more */
+	uint64_t r = s1.reads - s0.reads;
+	cr_assert(r >= 1200 && r <= 1200 + 32, "%" PRIu64 " page reads for 1200 pages", r);
 }
 
 /* B8: a stream hands the pages beyond its read-ahead window to the kernel
@@ -580,6 +584,48 @@ Test(buf, long_scan_leaves_the_rest_of_the_pool_alone)
 	(void)misses_reading(1, 3000);
 	uint64_t m = misses_reading(3101, 3200);
 	cr_assert_eq(m, 0, "a 3000-page scan through a 1024-frame pool evicted %" PRIu64 " of the 100 hot pages", m);
+}
+
+/* B8: a file read as the kernel reads a FUSE file -- pieces served out of
+ * order, each starting a stream of its own -- reads ahead through the
+ * ring from a stream's first window, so it neither evicts the pages others
+ * use nor touches new frames (a fresh pool's first touch of a frame is a
+ * page fault and a zeroed page: 12% of a cold sequential read's CPU) */
+Test(buf, streams_read_ahead_through_the_ring_from_their_first_window)
+{
+	open_all(1024, 0);
+	pages_on_disk(3200, 1024);
+	(void)misses_reading(3101, 3200); /* a hot set, used twice */
+	(void)misses_reading(3101, 3200);
+	for (uint64_t c = 0; c < 100; c += 2) { /* pieces of 30 pages, each pair swapped */
+		(void)misses_reading(1 + (c + 1) * 30, (c + 2) * 30);
+		(void)misses_reading(1 + c * 30, (c + 1) * 30);
+	}
+	uint64_t m = misses_reading(3101, 3200);
+	cr_assert_eq(m, 0, "100 streams of 30 pages through a 1024-frame pool evicted %" PRIu64 " of the 100 hot pages", m);
+}
+
+/* BUF_DATA: bulk data pages read out of order (no read-ahead stream) take
+ * their frames from the ring too; a data page used again stays */
+Test(buf, data_pages_cycle_through_the_ring)
+{
+	open_all(1024, 0);
+	pages_on_disk(3200, 1024);
+	(void)misses_reading(3101, 3200); /* a hot set, used twice */
+	(void)misses_reading(3101, 3200);
+	buf_page *pg;
+	for (int twice = 0; twice < 2; twice++) { /* a data page used twice */
+		cr_assert_eq(buf_get(bp, 3050, BUF_S | BUF_DATA, &pg), 0);
+		buf_put(bp, pg);
+	}
+	for (uint64_t i = 0; i < 3000; i++) { /* 3,000 pages, every 7th: never a stream */
+		uint64_t q = 1 + (i * 7) % 3000;
+		cr_assert_eq(buf_get(bp, q, BUF_S | BUF_DATA, &pg), 0, "page %" PRIu64 ": %s", q, tp_errmsg());
+		cr_assert_eq(buf_data(pg)[BUF_HDR], (unsigned char)q);
+		buf_put(bp, pg);
+	}
+	uint64_t m = misses_reading(3101, 3200) + misses_reading(3050, 3050);
+	cr_assert_eq(m, 0, "3000 data pages read once through a 1024-frame pool evicted %" PRIu64 " of the 101 pages used twice", m);
 }
 
 /* B9: a page whose checksum holds but whose LSN is beyond the log's end
