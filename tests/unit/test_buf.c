@@ -572,15 +572,22 @@ Test(buf, stream_asks_the_kernel_to_read_ahead)
 	cr_assert_eq(wn_calls, 0, "reads out of order asked the kernel to read ahead");
 }
 
+/* A 1024-frame pool over 3,200 pages on disk, of which 3101-3200 are a hot
+ * set, read twice. */
+static void pool_with_hot_set(void)
+{
+	open_all(1024, 0);
+	pages_on_disk(3200, 1024);
+	(void)misses_reading(3101, 3200);
+	(void)misses_reading(3101, 3200);
+}
+
 /* B8: a scan longer than the pool cycles through a ring of frames, so the
  * pages others use keep theirs (the ring's frames are taken again even
  * though the scan itself set their reference bits) */
 Test(buf, long_scan_leaves_the_rest_of_the_pool_alone)
 {
-	open_all(1024, 0);
-	pages_on_disk(3200, 1024);
-	(void)misses_reading(3101, 3200); /* a hot set, used twice */
-	(void)misses_reading(3101, 3200);
+	pool_with_hot_set();
 	(void)misses_reading(1, 3000);
 	uint64_t m = misses_reading(3101, 3200);
 	cr_assert_eq(m, 0, "a 3000-page scan through a 1024-frame pool evicted %" PRIu64 " of the 100 hot pages", m);
@@ -593,10 +600,7 @@ Test(buf, long_scan_leaves_the_rest_of_the_pool_alone)
  * page fault and a zeroed page: 12% of a cold sequential read's CPU) */
 Test(buf, streams_read_ahead_through_the_ring_from_their_first_window)
 {
-	open_all(1024, 0);
-	pages_on_disk(3200, 1024);
-	(void)misses_reading(3101, 3200); /* a hot set, used twice */
-	(void)misses_reading(3101, 3200);
+	pool_with_hot_set();
 	for (uint64_t c = 0; c < 100; c += 2) { /* pieces of 30 pages, each pair swapped */
 		(void)misses_reading(1 + (c + 1) * 30, (c + 2) * 30);
 		(void)misses_reading(1 + c * 30, (c + 1) * 30);
@@ -609,10 +613,7 @@ Test(buf, streams_read_ahead_through_the_ring_from_their_first_window)
  * their frames from the ring too; a data page used again stays */
 Test(buf, data_pages_cycle_through_the_ring)
 {
-	open_all(1024, 0);
-	pages_on_disk(3200, 1024);
-	(void)misses_reading(3101, 3200); /* a hot set, used twice */
-	(void)misses_reading(3101, 3200);
+	pool_with_hot_set();
 	buf_page *pg;
 	for (int twice = 0; twice < 2; twice++) { /* a data page used twice */
 		cr_assert_eq(buf_get(bp, 3050, BUF_S | BUF_DATA, &pg), 0);
