@@ -249,6 +249,14 @@ static int all_zero(const unsigned char *p, size_t n)
 	return 1;
 }
 
+/* Whether a page image read from disk may be used (B2, B9): its checksum
+ * holds and its LSN is below the log's end, or it was never written. */
+static int page_sound(const buf_pool *bp, const unsigned char *img, uint64_t end)
+{
+	return (util_get32(img) == util_crc32c(0, img + 4, bp->psize - 4) && util_get64(img + 8) < end) ||
+	       all_zero(img, bp->psize);
+}
+
 /* Reads page pgno into pg->data (B2, B9); mu is not held. */
 static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 {
@@ -256,10 +264,11 @@ static int page_read(buf_pool *bp, buf_page *pg, uint64_t pgno, int flags)
 	int rc;
 	if ((rc = io_pread(bp->f, pg->data, bp->psize, pgno * bp->psize, &got)) != 0)
 		return util_err(rc, "%s: page %" PRIu64 ": read failed: %s", io_path(bp->f), pgno, strerror(rc));
-	uint32_t stored = util_get32(pg->data), calc = util_crc32c(0, pg->data + 4, bp->psize - 4);
-	uint64_t lsn = util_get64(pg->data + 8), end = log_end(bp->lg);
-	if ((stored == calc && lsn < end) || all_zero(pg->data, bp->psize))
+	uint64_t end = log_end(bp->lg);
+	if (page_sound(bp, pg->data, end))
 		return 0;
+	uint32_t stored = util_get32(pg->data), calc = util_crc32c(0, pg->data + 4, bp->psize - 4);
+	uint64_t lsn = util_get64(pg->data + 8);
 	if (flags & BUF_REBUILD) {
 		memset(pg->data, 0, bp->psize);
 		return 0;
@@ -347,6 +356,37 @@ static buf_page *ring_victim(buf_pool *bp, struct ring *r, uint64_t pgno)
 	return f;
 }
 
+/* B11: names the X-latched, unpinned frame f as page pgno's in the hash,
+ * pinned once, loading if it is to be read (mu held). */
+static void frame_name(buf_pool *bp, buf_page *f, uint64_t pgno, int loading, uint8_t ref)
+{
+	if (f->valid)
+		hash_remove(bp, f);
+	f->pgno = pgno;
+	f->valid = 1;
+	f->logged = 0;
+	f->ocrc_ok = 0;
+	f->loading = (uint8_t)loading;
+	f->pins = 1;
+	f->ref = ref;
+	f->next = bp->hash[hslot(bp, pgno)];
+	bp->hash[hslot(bp, pgno)] = f;
+}
+
+/* B11: the read into a named frame is over (mu held); one that failed
+ * takes the frame out of the hash, so whoever waits on its latch looks
+ * again.  The caller lets go of the pin and the latch. */
+static void frame_loaded(buf_pool *bp, buf_page *f, int ok)
+{
+	f->loading = 0;
+	if (ok) {
+		bp->st.reads++;
+	} else {
+		hash_remove(bp, f);
+		f->valid = 0;
+	}
+}
+
 /* Sequential read-ahead (B8; mu held on entry and exit, let go during the
  * read: B11; pgno just read into a pinned frame): when pgno follows the
  * last page one of RA_STREAMS readers read, the next pages up to a window
@@ -424,17 +464,7 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		f = ring_victim(bp, &bp->ra_ring, q); /* a stream's from its first window */
 		if (!f || (f->valid && f->dirty) || pthread_rwlock_trywrlock(&f->latch) != 0)
 			break;
-		if (f->valid)
-			hash_remove(bp, f);
-		f->pgno = q;
-		f->valid = 1;
-		f->logged = 0;
-		f->ocrc_ok = 0;
-		f->loading = 1;
-		f->pins = 1;
-		f->ref = 0; /* the hand comes back to it only after a whole turn */
-		f->next = bp->hash[hslot(bp, q)];
-		bp->hash[hslot(bp, q)] = f;
+		frame_name(bp, f, q, 1, 0); /* ref 0: the hand comes back only after a whole turn */
 		fr[k] = f;
 		iov[k] = (struct iovec){f->data, bp->psize};
 		used = k + 1;
@@ -446,23 +476,14 @@ static void read_ahead(buf_pool *bp, uint64_t pgno, uint64_t adv[2])
 		for (uint64_t i = 0; i < used; i++) { /* B8, B9: checked before anyone sees it */
 			unsigned char *img = fr[i] ? fr[i]->data : NULL;
 			/* not kept: reading it for real reports the damage */
-			bad[i] = img && (rc || i * bp->psize >= got ||
-					 ((util_get32(img) != util_crc32c(0, img + 4, bp->psize - 4) ||
-					   util_get64(img + 8) >= end) &&
-					  !all_zero(img, bp->psize)));
+			bad[i] = img && (rc || i * bp->psize >= got || !page_sound(bp, img, end));
 		}
 		pthread_mutex_lock(&bp->mu);
 		for (uint64_t i = 0; i < used; i++) {
 			buf_page *f = fr[i];
 			if (!f)
 				continue;
-			if (bad[i]) { /* out of the hash: whoever waits looks again */
-				hash_remove(bp, f);
-				f->valid = 0;
-			} else {
-				bp->st.reads++;
-			}
-			f->loading = 0;
+			frame_loaded(bp, f, !bad[i]);
 			f->pins--;
 			pthread_rwlock_unlock(&f->latch);
 		}
@@ -525,33 +546,20 @@ retry:
 		goto retry;
 	}
 	bp->st.misses++;
-	if (pg->valid)
-		hash_remove(bp, pg);
 	if (!read)
 		memset(pg->data, 0, bp->psize);
-	pg->pgno = pgno;
-	pg->valid = 1;
-	pg->logged = 0;
-	pg->ocrc_ok = 0;
-	pg->loading = (uint8_t)read;
-	pg->pins = 1;
-	pg->ref = 1;
-	pg->next = bp->hash[hslot(bp, pgno)];
-	bp->hash[hslot(bp, pgno)] = pg;
+	frame_name(bp, pg, pgno, read, 1);
 	if (read) { /* outside mu: a disk read holds up no one else (B11) */
 		pthread_mutex_unlock(&bp->mu);
 		rc = page_read(bp, pg, pgno, flags);
 		pthread_mutex_lock(&bp->mu);
-		pg->loading = 0;
-		if (rc) { /* out of the hash: whoever waits looks again */
-			hash_remove(bp, pg);
-			pg->valid = 0;
+		frame_loaded(bp, pg, rc == 0);
+		if (rc) {
 			pg->pins--;
 			pthread_mutex_unlock(&bp->mu);
 			pthread_rwlock_unlock(&pg->latch);
 			return rc;
 		}
-		bp->st.reads++;
 		uint64_t adv[2] = {0, 0};
 		if (!(flags & BUF_REBUILD))
 			read_ahead(bp, pgno, adv);

@@ -228,11 +228,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	pthread_mutex_init(&env->ckpt_mu, NULL);
 	pthread_mutex_init(&env->txns_mu, NULL);
 	pthread_mutex_init(&env->bg_mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&env->bg_cv, &ca);
-	pthread_condattr_destroy(&ca);
+	util_cond_init_mono(&env->bg_cv);
 	if (o)
 		env->opt = *o;
 	else
@@ -411,14 +407,7 @@ static void *bg_main(void *arg)
 	while (!env->bg_stop) {
 		if (!env->bg_kick) {
 			if (env->opt.ckpt_ms) {
-				struct timespec until;
-				clock_gettime(CLOCK_MONOTONIC, &until);
-				until.tv_sec += env->opt.ckpt_ms / 1000;
-				until.tv_nsec += (long)(env->opt.ckpt_ms % 1000) * 1000000L;
-				if (until.tv_nsec >= 1000000000L) {
-					until.tv_sec++;
-					until.tv_nsec -= 1000000000L;
-				}
+				struct timespec until = util_deadline_ns((uint64_t)env->opt.ckpt_ms * 1000000u);
 				if (pthread_cond_timedwait(&env->bg_cv, &env->bg_mu, &until) != ETIMEDOUT)
 					continue; /* woken: stop and kick are looked at again */
 			} else {

@@ -155,11 +155,7 @@ int lock_owner_new(lock_mgr *lm, uint64_t id, lock_owner **out)
 		return ENOMEM;
 	o->lm = lm;
 	o->id = id;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&o->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	util_cond_init_mono(&o->cv);
 	*out = o;
 	return 0;
 }
@@ -466,16 +462,7 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 			goto out;
 	}
 	lm->st.waits++;
-	struct timespec until;
-	if (o->timeout_ms) {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += o->timeout_ms / 1000;
-		until.tv_nsec += (long)(o->timeout_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-	}
+	struct timespec until = util_deadline_ns((uint64_t)o->timeout_ms * 1000000u);
 	while (o->waiting && !o->victim && !o->cancelled) {
 		if (!o->timeout_ms) {
 			pthread_cond_wait(&o->cv, &lm->mu);

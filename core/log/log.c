@@ -564,13 +564,7 @@ static void gather_group(log_mgr *lg)
 	uint64_t delay = lg->flush_ns / 2;
 	if (delay > 2000000)
 		delay = 2000000;
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += (long)delay;
-	while (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = util_deadline_ns(delay);
 	lg->gathering = 1;
 	while (lg->nwait + 1 < __atomic_load_n(&lg->active, __ATOMIC_RELAXED) &&
 	       pthread_cond_timedwait(&lg->gcv, &lg->mu, &until) == 0)
@@ -938,11 +932,7 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 	}
 	pthread_mutex_init(&lg->mu, NULL);
 	pthread_cond_init(&lg->cv, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&lg->gcv, &ca);
-	pthread_condattr_destroy(&ca);
+	util_cond_init_mono(&lg->gcv);
 	*out = lg;
 	return 0;
 }

@@ -5,9 +5,11 @@
 #ifndef TP_UTIL_H
 #define TP_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* CRC-32C (Castagnoli), hardware-accelerated where the CPU has SSE4.2. */
 uint32_t util_crc32c(uint32_t crc, const void *buf, size_t len);
@@ -19,8 +21,11 @@ int util_err(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 const char *util_errmsg(void);
 void util_err_clear(void);
 
-/* Monotonic clock. */
+/* Monotonic clock; condition variables that wait on it, and the point
+ * ns from now to wait until (pthread_cond_timedwait). */
 uint64_t util_now_ns(void);
+void util_cond_init_mono(pthread_cond_t *cv);
+struct timespec util_deadline_ns(uint64_t ns);
 
 /* Little-endian fixed-width encoding, alignment-free. */
 static inline void util_put16(void *p, uint16_t v) { memcpy(p, &v, 2); }
