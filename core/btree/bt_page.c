@@ -123,7 +123,8 @@ void bt_format(unsigned char *p, uint32_t psize, const bt_shape *s)
 void bt_compact(unsigned char *p, uint32_t psize)
 {
 	unsigned n = bt_nslots(p), level = bt_level(p);
-	unsigned char *tmp = malloc(psize);
+	unsigned char stack[8192]; /* the default page sizes need no malloc */
+	unsigned char *tmp = psize <= sizeof stack ? stack : malloc(psize);
 	uint32_t cs = psize;
 	if (!tmp)
 		return; /* compaction is an optimization of space only if it fails;
@@ -146,7 +147,8 @@ void bt_compact(unsigned char *p, uint32_t psize)
 	memcpy(p + cs, tmp + cs, psize - cs);
 	util_put32(p + BT_H_CSTART, cs);
 	util_put32(p + BT_H_FRAG, 0);
-	free(tmp);
+	if (tmp != stack)
+		free(tmp);
 }
 
 void bt_put_cell(unsigned char *p, uint32_t psize, unsigned i, const void *cell, size_t len)
@@ -359,6 +361,11 @@ int bt_replace_redo(unsigned char *page, uint32_t psize, const log_rec *r)
 		return bad(r, "BT_REPLACE");
 	const unsigned char *ncell = q + BT_ARG_HDR + 4 + olen;
 	size_t nlen = r->len - BT_ARG_HDR - 4 - olen;
+	unsigned char *c = bt_cell(page, slot);
+	if (bt_csize(c, bt_level(page)) == nlen) { /* same size (a record updated in place): overwrite it */
+		memcpy(c, ncell, nlen);
+		return 0;
+	}
 	bt_del_cell(page, slot);
 	if (bt_free_space(page) < nlen + 2)
 		return bad(r, "BT_REPLACE");

@@ -71,6 +71,7 @@ const char *lock_mode_name(enum lock_mode m);
 
 typedef struct lock_stats {
 	uint64_t requests, waits, deadlocks, timeouts, objects;
+	uint64_t allocs; /* requests and objects taken from malloc, not a free list */
 } lock_stats;
 void lock_stats_get(lock_mgr *lm, lock_stats *s);
 

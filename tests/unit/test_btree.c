@@ -50,6 +50,7 @@
 #include "bt.h"
 #include "bt_int.h"
 #include "bt_model.h"
+#include "op.h"
 #include "io.h"
 #include "tp.h"
 #include "tp_int.h"
@@ -1540,3 +1541,83 @@ Test(btree, prefetch_names_the_leaves_of_a_range, .init = setup, .fini = teardow
 	io_set_backend(NULL);
 }
 
+
+/* ---- page primitives ---- */
+
+static size_t leaf_cell(unsigned char *out, const char *key, const unsigned char *val, uint32_t vlen)
+{
+	size_t kl = strlen(key);
+	memset(out, 0, BT_CELL_HDR);
+	util_put16(out, (uint16_t)kl);
+	util_put32(out + 4, vlen);
+	memcpy(out + BT_CELL_HDR, key, kl);
+	memcpy(out + BT_CELL_HDR + kl, val, vlen);
+	return BT_CELL_HDR + kl + vlen;
+}
+
+static int replace_at(unsigned char *page, unsigned slot, const unsigned char *ncell, size_t nlen)
+{
+	unsigned char arg[2 * 4096];
+	const unsigned char *oc = bt_ccell(page, slot);
+	size_t olen = bt_csize(oc, 0);
+	memset(arg, 0, BT_ARG_HDR);
+	util_put16(arg + 10, (uint16_t)slot);
+	util_put32(arg + BT_ARG_HDR, (uint32_t)olen);
+	memcpy(arg + BT_ARG_HDR + 4, oc, olen);
+	memcpy(arg + BT_ARG_HDR + 4 + olen, ncell, nlen);
+	log_rec r = {.type = 13, .len = (uint32_t)(BT_ARG_HDR + 4 + olen + nlen), .data = arg};
+	return bt_replace_redo(page, 4096, &r);
+}
+
+/* A record replaced by one of the same size (TPC-B's balances, a file's
+ * fixed-size records) is overwritten where it is: no dead space, no
+ * compaction, the other cells untouched.  Other sizes still move it. */
+Test(btree, same_size_replace_overwrites_the_cell_in_place)
+{
+	unsigned char *page = calloc(1, 4096), cell[512], val[200];
+	cr_assert(page);
+	bt_shape s = {.level = 0, .lowlen = BT_HK_INF, .hklen = BT_HK_INF};
+	bt_format(page, 4096, &s);
+	char key[16];
+	for (unsigned i = 0; i < 10; i++) {
+		snprintf(key, sizeof key, "key%u", i);
+		memset(val, 'a' + (int)i, 100);
+		size_t n = leaf_cell(cell, key, val, 100);
+		bt_put_cell(page, 4096, i, cell, n);
+	}
+	uint16_t off3 = util_get16(page + BT_HDR + 2 * 3);
+	uint32_t frag = util_get32(page + BT_H_FRAG), cstart = util_get32(page + BT_H_CSTART);
+	size_t fr = bt_free_space(page);
+	unsigned char before[4096];
+	memcpy(before, page, 4096);
+
+	memset(val, 'Z', 100);
+	size_t n = leaf_cell(cell, "key3", val, 100);
+	cr_assert_eq(replace_at(page, 3, cell, n), 0);
+	cr_assert_eq(util_get16(page + BT_HDR + 2 * 3), off3, "the cell moved");
+	cr_assert_eq(util_get32(page + BT_H_FRAG), frag, "dead space left behind: %u bytes",
+		     util_get32(page + BT_H_FRAG) - frag);
+	cr_assert_eq(util_get32(page + BT_H_CSTART), cstart);
+	cr_assert_eq(bt_free_space(page), fr);
+	cr_assert_eq(memcmp(bt_ccell(page, 3), cell, n), 0);
+	/* every byte but the cell's is as it was */
+	for (size_t i = 0; i < 4096; i++)
+		if (i < off3 || i >= off3 + n)
+			cr_assert_eq(page[i], before[i], "byte %zu changed", i);
+
+	/* a larger value: the cell moves, the page still holds every record */
+	memset(val, 'Y', 150);
+	n = leaf_cell(cell, "key3", val, 150);
+	cr_assert_eq(replace_at(page, 3, cell, n), 0);
+	cr_assert_eq(memcmp(bt_ccell(page, 3), cell, n), 0);
+	cr_assert_eq(bt_free_space(page), fr - 50, "free space %zu, expected %zu", bt_free_space(page), fr - 50);
+	for (unsigned i = 0; i < 10; i++) {
+		snprintf(key, sizeof key, "key%u", i);
+		const unsigned char *c = bt_ccell(page, i);
+		cr_assert_eq(bt_cklen(c), strlen(key));
+		cr_assert_eq(memcmp(bt_ckey(c), key, strlen(key)), 0);
+		cr_assert_eq(bt_cvlen(c), i == 3 ? 150u : 100u);
+		cr_assert_eq(bt_cpayload(c)[0], i == 3 ? 'Y' : 'a' + (int)i);
+	}
+	free(page);
+}
