@@ -200,6 +200,9 @@ fs_tx *fs_tx_by_id(fs *f, uint64_t id);
 void fs_tx_put(fs_tx *tx);
 /* Open transactions right now (a hint, without a lock: 0 costs nothing). */
 int fs_tx_count(const fs *f);
+/* The same, sequentially consistent with fs_tx_begin's count (a Dekker
+ * handshake with a flag: fsd_tx.c need_wake). */
+int fs_tx_count_sc(const fs *f);
 uint64_t fs_tx_gen(fs *f);
 /* Open transactions whose write set changed the root directory's inode
  * (its attributes, links or times): while there are none, every view of

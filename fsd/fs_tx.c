@@ -83,17 +83,17 @@ struct fs_tx {
 	int listed;              /* in f->txs, under f->txmu */
 
 	pthread_mutex_t mu;      /* X1: member calls, commit and abort */
-	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu */
-	int why;                 /* doomed: the errno calls get */
-	char reason[160];
+	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu (atomic) */
+	int why;                 /* doomed: the errno calls get (written under mu and tmu) */
+	char reason[160];        /* the same; status reads both under tmu */
 	tp_txn *t;               /* under mu, and changed under tmu too; NULL once ended or doomed */
 	pthread_mutex_t tmu;     /* t stays valid while held (status reads its locks) */
 	uint64_t engine_id;      /* tp_txn_id(t) */
 	fs_ws *ws;               /* under mu */
 	fs_ws *dropped;          /* under mu: a doomed call's write set, invalidated when the transaction ends */
-	uint64_t calls;
+	uint64_t calls;            /* under mu; status reads it (relaxed atomic) */
 	uint64_t nrecords, nbytes; /* the write set's, after the last call (relaxed atomics) */
-	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (under mu) */
+	uint64_t nfiles;           /* inodes the write set concerns, as of the last status (relaxed atomic) */
 	int root_changed;          /* counted in f->root_private (set under mu, read by unlist) */
 	int aliased;               /* fs_tx_mark_aliased (relaxed atomic) */
 	uint64_t view;             /* fs_tx_view: what its notifications carry */
@@ -132,6 +132,8 @@ static uint64_t now_ns(void)
 }
 
 int fs_tx_count(const fs *f) { return __atomic_load_n(&f->ntx, __ATOMIC_ACQUIRE); }
+
+int fs_tx_count_sc(const fs *f) { return __atomic_load_n(&f->ntx, __ATOMIC_SEQ_CST); }
 
 void fs_tx_mark_aliased(fs_tx *tx)
 {
@@ -232,7 +234,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, u
 	tx->listed = 1;
 	tx->next = f->txs;
 	f->txs = tx;
-	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_tx.c need_wake) */
 	__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&f->txmu);
 	*out = tx;
@@ -353,10 +355,13 @@ static int job_add(inval_job *j, size_t *cap, uint64_t ino, const void *name, si
 	}
 	inval_item *it = &j->v[j->n];
 	*it = (inval_item){.ino = ino, .len = len};
-	if (name && !(it->name = malloc(len ? len : 1)))
+	/* NUL-terminated: libfuse sends a name's terminator with it */
+	if (name && !(it->name = malloc(len + 1)))
 		return -1;
-	if (name)
+	if (name) {
 		memcpy(it->name, name, len);
+		it->name[len] = 0;
+	}
 	j->n++;
 	return 0;
 }
@@ -573,10 +578,10 @@ static void doom(fs_tx *tx, int why, const char *reason)
 	if (tx->t)
 		(void)tp_abort(tx->t);
 	tx->t = NULL;
-	pthread_mutex_unlock(&tx->tmu);
-	tx->why = why;
+	tx->why = why; /* (under tmu too: txstatus reads them, fs_tx_report) */
 	snprintf(tx->reason, sizeof tx->reason, "%s", reason);
 	__atomic_store_n(&tx->state, FS_TX_DOOMED, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&tx->tmu);
 }
 
 int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
@@ -594,7 +599,7 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 		pthread_mutex_unlock(&tx->mu);
 		return rc;
 	}
-	tx->calls++;
+	__atomic_store_n(&tx->calls, tx->calls + 1, __ATOMIC_RELAXED);
 	ws_call_begin(tx->ws);
 	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr == FS_WR};
 	__atomic_store_n(&tx->wait_since_ns, now_ns(), __ATOMIC_RELAXED);
@@ -836,7 +841,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 	if (tx->state == FS_TX_DOOMED) {
 		rc = tx->why;
 		snprintf(msg, size, "%s", tx->reason);
-		tx->state = FS_TX_ENDED;
+		__atomic_store_n(&tx->state, FS_TX_ENDED, __ATOMIC_RELEASE);
 		ws = tx->dropped;
 		tx->dropped = NULL;
 		pthread_mutex_unlock(&tx->mu);
@@ -1012,11 +1017,11 @@ static void json_str(outbuf *o, const char *s)
 
 static const char *state_name(int s) { return s == FS_TX_ACTIVE ? "active" : s == FS_TX_DOOMED ? "doomed" : "ended"; }
 
-static const char *reason_code(const fs_tx *tx)
+static const char *reason_code(int state, int why)
 {
-	if (tx->state != FS_TX_DOOMED)
+	if (state != FS_TX_DOOMED)
 		return "";
-	return tx->why == EDEADLK ? "deadlock" : tx->why == ECONNABORTED ? "killed" : "error";
+	return why == EDEADLK ? "deadlock" : why == ECONNABORTED ? "killed" : "error";
 }
 
 /* The transaction (user or a plain call's) with engine id eid, as text. */
@@ -1036,23 +1041,29 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 {
 	size_t nlocks = 0;
 	uint64_t blocker = 0;
+	char reason[sizeof tx->reason];
 	pthread_mutex_lock(&tx->tmu);
 	if (tx->t) {
 		nlocks = tp_lock_count(tx->t);
 		blocker = tp_lock_waits_for(tx->t);
 	}
+	int state = __atomic_load_n(&tx->state, __ATOMIC_ACQUIRE), why = tx->why; /* (doom writes them under tmu) */
+	memcpy(reason, tx->reason, sizeof reason);
 	pthread_mutex_unlock(&tx->tmu);
+	if (state != FS_TX_DOOMED)
+		reason[0] = 0;
 	/* files touched: counted when no call is running (never waits for one) */
 	if (pthread_mutex_trylock(&tx->mu) == 0) {
 		uint64_t *v;
 		size_t nf;
 		if (tx->ws && touched_inodes(tx->ws, &v, &nf) == 0) {
-			tx->nfiles = nf;
+			__atomic_store_n(&tx->nfiles, nf, __ATOMIC_RELAXED);
 			free(v);
 		}
 		pthread_mutex_unlock(&tx->mu);
 	}
-	uint64_t nfiles = tx->nfiles;
+	uint64_t nfiles = __atomic_load_n(&tx->nfiles, __ATOMIC_RELAXED);
+	uint64_t calls = __atomic_load_n(&tx->calls, __ATOMIC_RELAXED);
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	uint64_t age_ms = (uint64_t)((now.tv_sec - tx->born.tv_sec) * 1000 + (now.tv_nsec - tx->born.tv_nsec) / 1000000);
@@ -1067,15 +1078,15 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 	}
 	if (json) {
 		out(o, "%s{\"id\":%" PRIu64 ",\"state\":\"%s\",\"reason\":\"%s\",\"message\":", first ? "" : ",", tx->id,
-		    state_name(tx->state), reason_code(tx));
-		json_str(o, tx->state == FS_TX_DOOMED ? tx->reason : "");
+		    state_name(state), reason_code(state, why));
+		json_str(o, reason);
 		out(o, ",\"pid\":%d,\"comm\":", (int)tx->pid);
 		json_str(o, tx->comm);
 		out(o, ",\"uid\":%u,\"age_ms\":%" PRIu64 ",\"members\":[", (unsigned)tx->uid, age_ms);
 		for (int i = 0; i < tx->nmembers; i++)
 			out(o, "%s%d", i ? "," : "", (int)tx->members[i]);
 		out(o, "],\"files\":%" PRIu64 ",\"calls\":%" PRIu64 ",\"records\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"locks\":%zu,\"waiting\":",
-		    nfiles, tx->calls, records, bytes, nlocks);
+		    nfiles, calls, records, bytes, nlocks);
 		if (waiting[0])
 			json_str(o, waiting);
 		else
@@ -1083,16 +1094,16 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 		out(o, "}");
 		return;
 	}
-	out(o, "transaction %" PRIu64 " (%s)\n", tx->id, state_name(tx->state));
-	if (tx->state == FS_TX_DOOMED)
-		out(o, "  doomed       %s\n", tx->reason);
+	out(o, "transaction %" PRIu64 " (%s)\n", tx->id, state_name(state));
+	if (state == FS_TX_DOOMED)
+		out(o, "  doomed       %s\n", reason);
 	out(o, "  bound to     process %d (%s), uid %u\n", (int)tx->pid, tx->comm, (unsigned)tx->uid);
 	out(o, "  age          %" PRIu64 ".%03" PRIu64 " s\n", age_ms / 1000, age_ms % 1000);
 	out(o, "  members      ");
 	for (int i = 0; i < tx->nmembers; i++)
 		out(o, "%s%d", i ? " " : "", (int)tx->members[i]);
 	out(o, "%s\n", tx->nmembers ? "" : "(none seen yet)");
-	out(o, "  calls        %" PRIu64 "\n", tx->calls);
+	out(o, "  calls        %" PRIu64 "\n", calls);
 	out(o, "  files        %" PRIu64 " touched (inodes changed, directories included)\n", nfiles);
 	out(o, "  write set    %" PRIu64 " records, %" PRIu64 " bytes written\n", records, bytes);
 	out(o, "  locks        %zu held\n", nlocks);

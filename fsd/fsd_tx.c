@@ -202,7 +202,7 @@ typedef struct seen_ent {
 typedef struct cached_name {
 	uint64_t parent, ns;
 	uint8_t len;
-	char name[FS_NAME_MAX];
+	char name[FS_NAME_MAX + 1]; /* NUL-terminated: libfuse sends the terminator with a name */
 } cached_name;
 #define NAME_RING 4096
 #define RING_RECENT_NS 10000000ull /* names put this shortly before a begin's invalidation are invalidated again */
@@ -726,7 +726,9 @@ static int pidfd_open_(pid_t pid)
  * they pile up.  (Each wake costs the begin a thread switch.) */
 static int need_wake(struct fsd_txs *x, int nbound)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* Dekker with the reaper, all four accesses seq_cst: this begin's
+	 * count (fs_tx_begin), then the flag; the reaper's flag, then the
+	 * count (fs_tx_count_sc).  One of the two sees the other. */
 	return nbound >= MAX_BOUND / 2 || __atomic_load_n(&x->long_poll, __ATOMIC_SEQ_CST);
 }
 
@@ -799,7 +801,7 @@ static void *reaper(void *arg)
 		/* flag first, then the count: a begin counts first, then reads
 		 * the flag (need_wake), so one of the two sees the other */
 		__atomic_store_n(&x->long_poll, 1, __ATOMIC_SEQ_CST);
-		int open_now = fs_tx_count(x->d->fs) > 0;
+		int open_now = fs_tx_count_sc(x->d->fs) > 0;
 		if (open_now)
 			__atomic_store_n(&x->long_poll, 0, __ATOMIC_SEQ_CST);
 		if (open_now) {
@@ -839,8 +841,10 @@ static void *reaper(void *arg)
 			tag_ended(x, tx, 0);
 			fs_tx_put(tx);
 		}
-		/* (nseen read without mu: a stale count only delays a sweep) */
-		if ((x->nseen || x->nrules) && mono_ns() - last_sweep > 1000000000ull) {
+		pthread_mutex_lock(&x->mu);
+		int sweep = x->nseen || x->nrules;
+		pthread_mutex_unlock(&x->mu);
+		if (sweep && mono_ns() - last_sweep > 1000000000ull) {
 			seen_sweep(x, 0);
 			last_sweep = mono_ns();
 		}
@@ -942,6 +946,7 @@ void fsd_name_cached(fsd *d, uint64_t parent, const char *name)
 	e->ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	e->len = (uint8_t)len;
 	memcpy(e->name, name, len);
+	e->name[len] = 0;
 	pthread_mutex_unlock(&x->rmu);
 }
 
