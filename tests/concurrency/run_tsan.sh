@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/concurrency/run_tsan.sh -- the concurrent TPC-B workload (tpcb_mt)
-# under ThreadSanitizer.
+# and the daemon (tpfsd) under ThreadSanitizer.
 #
 # Criterion does not run under TSan, so this builds build-tsan/ (meson,
 # -Db_sanitize=thread) and runs the plain program tpcb_mt with 2, 8 and 32
@@ -11,25 +11,40 @@
 # makes the parent fail too.  tpcb_mt's own checks (exact oracle, TPC-B
 # sums) count as well.
 #
+# Then the daemon: the Criterion suites that drive real mounts (tx: user
+# transactions, isolation through warm caches, commits racing readers;
+# tx_clients: real programs, members and daemons killed; fs integrity:
+# concurrent writers, rename storms; fs fsx and posix without --quick) run from the plain build (--plain-dir, default build/) with
+# TPFSD pointing at build-tsan/'s tpfsd, so every FUSE worker, the
+# reaper, the invalidation and checkpoint threads run instrumented.  Each
+# daemon writes its reports to a log of its own (log_path); any report
+# fails the run, and so does a failing test.  (detect_deadlocks=0 here:
+# the daemon holds more than the 64 mutexes at once that TSan's deadlock
+# detector can track -- a frame latch per page of a run -- and it aborts.)
+#
 # Ends with the line "N passed, M failed"; exits 1 if anything failed
 # (build included), 0 otherwise.
 #
 # Needs the TSan runtime: on Debian 12 gcc-12 pulls it in (libgcc-12-dev
 # ships libtsan.so and depends on libtsan2).
 #
-# Usage: tests/concurrency/run_tsan.sh [--build-dir DIR] [--quick]
-#   --quick   fewer transactions and crash points (about a third of the time)
+# Usage: tests/concurrency/run_tsan.sh [--build-dir DIR] [--plain-dir DIR] [--quick]
+#   --quick   fewer transactions and crash points (about a third of the
+#             time); of the daemon's suites only tx, tx_clients and fs
+#             integrity
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 
 dir=build-tsan
+plain=build
 quick=0
 while (($# > 0)); do
     case "$1" in
         --build-dir) dir=$2; shift ;;
+        --plain-dir) plain=$2; shift ;;
         --quick) quick=1 ;;
-        -h | --help) sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run_tsan: unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -61,9 +76,9 @@ configure() {
     fi
 }
 echo "== configure and build $dir/ (ThreadSanitizer)"
-if ! configure || ! ninja -C "$dir" tests/concurrency/tpcb_mt; then
+if ! configure || ! ninja -C "$dir" tests/concurrency/tpcb_mt fsd/tpfsd; then
     fail=$((fail + 1))
-    failures+=("build of $dir/tests/concurrency/tpcb_mt (is the TSan runtime, libtsan2, installed?)")
+    failures+=("build of $dir/ tpcb_mt and tpfsd (is the TSan runtime, libtsan2, installed?)")
     summary
 fi
 exe=$dir/tests/concurrency/tpcb_mt
@@ -121,6 +136,51 @@ for args in "${runs[@]}"; do
         failures+=("tpcb_mt $args: $why")
         echo "   FAILED: $why; its output:"
         sed 's/^/   | /' "$log" | head -n 200
+    fi
+done
+
+# ---- the daemon under TSan, driven by the plain build's mount tests ----
+daemon_suites=("tx/test_tx" "tx/test_tx_clients -j1" "fs/test_fs_integrity")
+if ((!quick)); then
+    daemon_suites+=("fs/test_fs_fsx" "fs/test_fs_posix")
+fi
+reports=$(mktemp -d /tmp/run_tsan_daemon.XXXXXX)
+trap 'rm -f "$log"; rm -rf "$reports"' EXIT
+for t in "${daemon_suites[@]}"; do
+    read -r t targs <<<"$t"
+    exe=$plain/tests/$t
+    echo "== tpfsd under TSan: $exe"
+    if [[ ! -x "$exe" || ! -x "$plain/tools/tpfs" ]]; then
+        fail=$((fail + 1))
+        failures+=("$exe: not built (build $plain/ first: scripts/test does)")
+        echo "   FAILED: $exe is not built"
+        continue
+    fi
+    start=$SECONDS
+    rm -f "$reports"/tsan.*
+    tsan_dir=$(realpath "$dir") plain_dir=$(realpath "$plain")
+    # shellcheck disable=SC2086 # targs: the test's arguments, a list of words
+    TSAN_OPTIONS="halt_on_error=0 detect_deadlocks=0 report_thread_leaks=0 log_path=$reports/tsan" \
+        TPFSD="$tsan_dir/fsd/tpfsd" TPFS_BIN="$plain_dir/tools/tpfs" TX_BIN="$plain_dir/tools" \
+        TPFS_SRC="$PWD" TPFS_SLOWLOG_SHIM="$plain_dir/tests/tx/libtpfs_slowlog.so" \
+        timeout 900 setarch "$(uname -m)" -R "$exe" $targs >"$log" 2>&1
+    rc=$?
+    grep -E '^\[====\] Synthesis' "$log" | sed 's/^/   /'
+    nrep=$(find "$reports" -name 'tsan.*' | wc -l)
+    if ((rc == 0 && nrep == 0)); then
+        pass=$((pass + 1))
+        echo "   ok ($((SECONDS - start)) s, no ThreadSanitizer report)"
+    else
+        fail=$((fail + 1))
+        if ((nrep > 0)); then
+            failures+=("tpfsd under $exe: $nrep daemon(s) with ThreadSanitizer reports")
+            echo "   FAILED: ThreadSanitizer reports from $nrep daemon(s); the first:"
+            sed 's/^/   | /' "$(find "$reports" -name 'tsan.*' | head -n 1)" | head -n 80
+        else
+            failures+=("tpfsd under $exe: exit $rc")
+            echo "   FAILED: exit $rc; the failing tests:"
+            grep -E '^\[(FAIL|----)\]' "$log" | sed 's/^/   | /' | head -n 60
+        fi
     fi
 done
 summary
