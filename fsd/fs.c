@@ -93,6 +93,14 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 
 /* ---- locks (F2, F5) ---- */
 
+pid_t fs_thread_id(void)
+{
+	static _Thread_local pid_t tid;
+	if (!tid)
+		tid = gettid();
+	return tid;
+}
+
 int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 {
 	fs *f = op->f;
@@ -101,7 +109,7 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
-		       .tid = gettid()};
+		       .tid = fs_thread_id()};
 	pthread_mutex_lock(&f->wmu);
 	for (int i = 0; i < f->nintr; i++)
 		if (f->intr[i] == w.tid) { /* interrupted before it waited */
@@ -690,6 +698,7 @@ int fs_unmount(fs *f)
 		while (f->refs[i]) {
 			fs_refent *r = f->refs[i];
 			f->refs[i] = r->next;
+			free(r->plain);
 			free(r);
 		}
 	pthread_mutex_destroy(&f->mu);
