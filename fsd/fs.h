@@ -252,6 +252,9 @@ void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size);
  * ends.  A member's transaction stays open. */
 void fs_interrupt(fs *f, pid_t tid);
 void fs_interrupt_done(fs *f, pid_t tid);
+/* The calling thread's id (gettid), remembered per thread: a request
+ * inside a transaction asked for it three times. */
+pid_t fs_thread_id(void);
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);

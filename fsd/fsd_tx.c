@@ -558,8 +558,9 @@ fs_caller fsd_caller(fuse_req_t req)
 			c.refuse = ECANCELED; /* L2 */
 		/* a lock wait of this request ends when the kernel interrupts it */
 		tl_fs = d->fs;
-		fs_interrupt_done(d->fs, gettid()); /* (one left by this thread's last request) */
-		fuse_req_interrupt_func(req, interrupted, (void *)(intptr_t)gettid());
+		pid_t tid = fs_thread_id();
+		fs_interrupt_done(d->fs, tid); /* (one left by this thread's last request) */
+		fuse_req_interrupt_func(req, interrupted, (void *)(intptr_t)tid);
 	}
 	return c;
 }
@@ -569,7 +570,7 @@ void fsd_caller_end(fs_caller *c)
 	fs_tx_put(c->tx);
 	c->tx = NULL;
 	if (tl_fs) {
-		fs_interrupt_done(tl_fs, gettid());
+		fs_interrupt_done(tl_fs, fs_thread_id());
 		tl_fs = NULL;
 	}
 }
