@@ -14,13 +14,14 @@
 # Then the daemon: the Criterion suites that drive real mounts (tx: user
 # transactions, isolation through warm caches, commits racing readers;
 # tx_clients: real programs, members and daemons killed; fs integrity:
-# concurrent writers, rename storms; fs fsx and posix without --quick) run from the plain build (--plain-dir, default build/) with
-# TPFSD pointing at build-tsan/'s tpfsd, so every FUSE worker, the
-# reaper, the invalidation and checkpoint threads run instrumented.  Each
-# daemon writes its reports to a log of its own (log_path); any report
-# fails the run, and so does a failing test.  (detect_deadlocks=0 here:
-# the daemon holds more than the 64 mutexes at once that TSan's deadlock
-# detector can track -- a frame latch per page of a run -- and it aborts.)
+# concurrent writers, rename storms; fs fsx and posix without --quick)
+# run from the plain build (--plain-dir, default build/) with TPFSD
+# pointing at build-tsan/'s tpfsd, so every FUSE worker, the reaper, the
+# invalidation and checkpoint threads run instrumented.  Each daemon
+# writes its reports to a log of its own (log_path); any report fails the
+# run, and so does a failing test.  (detect_deadlocks=0 here: the daemon
+# can hold more mutexes at once than the 64 TSan's deadlock detector
+# tracks -- the frames of a page run being written -- and TSan aborts.)
 #
 # Ends with the line "N passed, M failed"; exits 1 if anything failed
 # (build included), 0 otherwise.
