@@ -35,6 +35,12 @@
  * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/unlink on
  *     store files (the simulator reaches them through the POSIX backend or
  *     on its own fds).
+ * I7  io_pwrite_durable either writes nothing and answers ENOTSUP (the
+ *     caller then uses io_pwrite and io_sync: the crash simulator, which
+ *     has no such call, sees exactly those), or is a write followed by a
+ *     sync of the same bytes: the POSIX backend's pwritev2(RWF_DSYNC) on
+ *     an O_DIRECT descriptor of the file, opened once through /proc and
+ *     given up for good when the file system or the device refuses it.
  */
 #include "io.h"
 #include "util.h"
@@ -78,7 +84,9 @@ static int io_fail_at(int rc, const char *what, const char *path, uint64_t off, 
 /* The POSIX backend                                                   */
 
 typedef struct posix_file {
-	int pf_fd; /* open file; closed by posix_close */
+	int pf_fd;  /* open file; closed by posix_close */
+	int pf_dfd; /* O_DIRECT descriptor of it for posix_pwrite_durable:
+		       -1 not opened yet, -2 refused (atomic: set once) */
 } posix_file;
 
 static int posix_open(const char *path, int flags, void **h)
@@ -102,6 +110,7 @@ static int posix_open(const char *path, int flags, void **h)
 	if (rc != 0)
 		goto err;
 	pf->pf_fd = fd;
+	pf->pf_dfd = -1;
 	*h = pf;
 	return 0;
 err:
@@ -113,6 +122,8 @@ static int posix_close(void *h)
 {
 	posix_file *pf = h;
 	int rc = close(pf->pf_fd) < 0 ? errno : 0;
+	if (pf->pf_dfd >= 0)
+		(void)close(pf->pf_dfd);
 	free(pf);
 	/* EINTR from close: the fd is released anyway on Linux; not an error. */
 	return rc == EINTR ? 0 : rc;
@@ -178,6 +189,46 @@ static int posix_sync(void *h)
 	posix_file *pf = h;
 	/* Never retried after a failure: the caller decides (STYLE: panic). */
 	return fdatasync(pf->pf_fd) < 0 ? errno : 0;
+}
+
+/* The file's O_DIRECT descriptor, opened on first use through
+ * /proc/self/fd (the same file, whatever its path now); -1 if refused. */
+static int posix_direct_fd(posix_file *pf)
+{
+	int dfd = __atomic_load_n(&pf->pf_dfd, __ATOMIC_ACQUIRE);
+	if (dfd != -1)
+		return dfd < 0 ? -1 : dfd;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", pf->pf_fd);
+	int fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	int want = fd >= 0 ? fd : -2, expect = -1;
+	if (!__atomic_compare_exchange_n(&pf->pf_dfd, &expect, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (fd >= 0)
+			(void)close(fd); /* another thread's won */
+		return expect < 0 ? -1 : expect;
+	}
+	return fd;
+}
+
+static int posix_pwrite_durable(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
+{
+	posix_file *pf = h;
+	int fd = posix_direct_fd(pf), rc;
+	*done = 0;
+	if (fd < 0)
+		return ENOTSUP;
+	if (off > (uint64_t)INT64_MAX)
+		return EFBIG;
+	struct iovec v = {(void *)buf, len};
+	do
+		rc = posix_done(pwritev2(fd, &v, 1, (off_t)off, RWF_DSYNC), done);
+	while (rc == EINTR);
+	if (rc == EINVAL && *done == 0) { /* the device's direct-I/O alignment is coarser */
+		__atomic_store_n(&pf->pf_dfd, -2, __ATOMIC_RELEASE);
+		(void)close(fd);
+		return ENOTSUP;
+	}
+	return rc;
 }
 
 static int posix_size(void *h, uint64_t *out)
@@ -262,6 +313,7 @@ static const io_backend io_posix = {
 	.pwrite = posix_pwrite,
 	.pwritev = posix_pwritev,
 	.sync = posix_sync,
+	.pwrite_durable = posix_pwrite_durable,
 	.size = posix_size,
 	.truncate = posix_truncate,
 	.reserve = posix_reserve,
@@ -485,6 +537,25 @@ int io_sync(io_file *f)
 	if ((rc = f->io_be->sync(f->io_h)) != 0)
 		return io_fail(rc, "fdatasync", f->io_path);
 	return 0;
+}
+
+int io_has_durable_write(const io_file *f) { return f->io_be->pwrite_durable != NULL; }
+
+int io_pwrite_durable(io_file *f, const void *buf, size_t len, uint64_t off)
+{
+	size_t n = 0;
+	int rc;
+	if (!f->io_be->pwrite_durable || !len || (uintptr_t)buf % IO_DIRECT_MEM || len % IO_DIRECT_ALIGN ||
+	    off % IO_DIRECT_ALIGN)
+		return ENOTSUP;
+	if ((rc = f->io_be->pwrite_durable(f->io_h, buf, len, off, &n)) == ENOTSUP)
+		return ENOTSUP;
+	if (rc == 0 && n < len) { /* a short direct write: the rest the usual way */
+		if ((rc = io_pwrite(f, (const unsigned char *)buf + n, len - n, off + n)) != 0)
+			return rc;
+		return io_sync(f);
+	}
+	return rc ? io_fail_at(rc, "pwritev2 (O_DIRECT, RWF_DSYNC)", f->io_path, off, len) : 0;
 }
 
 int io_size(io_file *f, uint64_t *out)

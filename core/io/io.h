@@ -50,6 +50,22 @@ int io_pwrite(io_file *f, const void *buf, size_t len, uint64_t off);
  * the backend has it: pages written from the frames that hold them). */
 int io_pwritev(io_file *f, const struct iovec *iov, int cnt, uint64_t off);
 int io_sync(io_file *f);
+/* Writes len bytes at off and makes them durable in one call, where the
+ * backend can: the POSIX backend writes them with one pwritev2(RWF_DSYNC)
+ * through an O_DIRECT descriptor of the file (no copy into the page cache,
+ * no separate flush of it), which needs buf aligned to IO_DIRECT_MEM and
+ * off and len to IO_DIRECT_ALIGN.  0: written and durable.  ENOTSUP:
+ * nothing was written -- the backend has no such call (the crash
+ * simulator), the file system or device refuses direct I/O, or the
+ * arguments are not aligned -- so the caller writes with io_pwrite and
+ * io_sync.  Another errno: the write failed and its bytes are in doubt, as
+ * after a failed io_pwrite or io_sync. */
+#define IO_DIRECT_MEM 4096
+#define IO_DIRECT_ALIGN 512
+int io_pwrite_durable(io_file *f, const void *buf, size_t len, uint64_t off);
+/* Whether f's backend has io_pwrite_durable at all (the crash simulator
+ * does not): a caller can skip preparing for it. */
+int io_has_durable_write(const io_file *f);
 int io_size(io_file *f, uint64_t *out);
 int io_truncate(io_file *f, uint64_t size);
 /* Makes f at least size bytes long with its blocks reserved on the disk
@@ -92,6 +108,9 @@ typedef struct io_backend {
 	/* NULL: io_pwritev gathers into a bounce buffer and uses pwrite */
 	int (*pwritev)(void *h, const struct iovec *iov, int cnt, uint64_t off, size_t *done);
 	int (*sync)(void *h);
+	/* NULL: io_pwrite_durable answers ENOTSUP.  One attempt, aligned
+	 * (io_pwrite_durable checks); ENOTSUP: cannot, nothing written. */
+	int (*pwrite_durable)(void *h, const void *buf, size_t len, uint64_t off, size_t *done);
 	int (*size)(void *h, uint64_t *out);
 	int (*truncate)(void *h, uint64_t size);
 	int (*reserve)(void *h, uint64_t size); /* NULL: truncate to a larger size */

@@ -50,8 +50,12 @@
  * Invariants
  *   L1  Records are appended in LSN order; a record's LSN is its position.
  *   L2  durable <= written <= end; every byte below durable has been synced.
- *   L3  Bytes below durable are never written again (W2 of the pages relies
- *       on them; a torn rewrite could otherwise destroy a commit).
+ *   L3  Bytes below durable are never written with other values (W2 of the
+ *       pages relies on them; a torn rewrite could otherwise destroy a
+ *       commit).  The bytes of a partly filled last sector are written again
+ *       with the same values by the next durable write (L11), as the page
+ *       cache's write-back of a 4 KiB page always did: a sector is written
+ *       whole, and old or new it holds them.
  *   L4  A record is valid iff its CRC matches, its lsn equals its position
  *       and it fits in its segment; the log ends at the first invalid one.
  *   L5  After a tail is cut, the cut bytes are zeroed before anything new
@@ -69,6 +73,16 @@
  *       spare when no new one could be made); so when the disk fills, an
  *       append fails cleanly (ENOSPC, nothing changed) and the spare is
  *       left for rollbacks and checkpoints (LOG_RESERVE).
+ *   L11 A flush that must be durable, inside one segment with no spilled
+ *       unsynced bytes in it (L9), is one io_pwrite_durable of whole sectors
+ *       (direct I/O, RWF_DSYNC: one request to the disk instead of a page
+ *       write-back and a flush) from the aligned copy dx: the first sector's
+ *       bytes below the range are the ones written before it (kept in dx
+ *       from the last such write, or read back), the last one's past it
+ *       zeros -- bytes past the end are never valid records (L4).  Where
+ *       the backend cannot (the crash simulator; a file system or device
+ *       that refuses direct I/O), the range is written and synced as
+ *       before.  Any other write of segment bytes forgets dx_tail.
  *   L10 Before any bytes are written to a segment file, the barrier set by
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is
@@ -125,6 +139,9 @@ struct log_mgr {
 	uint64_t flush_ns;    /* moving average of write+sync time */
 	int last_group;       /* committers covered by the last flush */
 	uint64_t unsynced;    /* 1 + a segment holding written, unsynced bytes (the flusher's; set under mu) */
+	unsigned char *dx;    /* L11: the flusher's aligned copy for durable writes (DX_CAP bytes) */
+	uint64_t dx_tail;     /* L11: LSN of the sector dx[0..512) holds, as last written; UINT64_MAX: none */
+	int dx_off;           /* L11: the backend or the file system cannot: never again */
 	uint64_t written;     /* bytes below are in the files */
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
@@ -510,6 +527,43 @@ static void set_unsynced(log_mgr *lg, uint64_t v)
 	pthread_mutex_unlock(&lg->mu);
 }
 
+/* L11: [lo, hi) of segment k (LSNs), from p, written and made durable in
+ * one call; ENOTSUP: not done, write it the usual way. */
+#define DX_CAP (1u << 20)
+static int write_durable(log_mgr *lg, io_file *f, uint64_t k, const unsigned char *p, uint64_t lo, uint64_t hi)
+{
+	const uint64_t A = IO_DIRECT_ALIGN, base = k * lg->seg;
+	uint64_t s0 = lo & ~(A - 1), s1 = (hi + A - 1) & ~(A - 1);
+	if (lg->dx_off || !io_has_durable_write(f)) {
+		lg->dx_off = 1;
+		return ENOTSUP;
+	}
+	if (s1 - s0 > DX_CAP || s1 > base + lg->seg)
+		return ENOTSUP;
+	if (!lg->dx && posix_memalign((void **)&lg->dx, IO_DIRECT_MEM, DX_CAP) != 0) {
+		lg->dx = NULL;
+		return ENOTSUP;
+	}
+	if (s0 < lo && lg->dx_tail != s0) { /* the sector's earlier bytes: read back */
+		size_t got;
+		if (io_pread(f, lg->dx, lo - s0, s0 - base, &got) != 0 || got != lo - s0)
+			return ENOTSUP;
+	}
+	memcpy(lg->dx + (lo - s0), p, hi - lo);
+	memset(lg->dx + (hi - s0), 0, s1 - hi);
+	int rc = io_pwrite_durable(f, lg->dx, s1 - s0, s0 - base);
+	lg->dx_tail = UINT64_MAX;
+	if (rc == ENOTSUP) /* (direct I/O refused: the same for every segment) */
+		lg->dx_off = 1;
+	if (rc)
+		return rc;
+	uint64_t last = hi & ~(A - 1); /* the sector the next write starts in */
+	if (last < s1)
+		memmove(lg->dx, lg->dx + (last - s0), A);
+	lg->dx_tail = last;
+	return 0;
+}
+
 static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t b, int sync)
 {
 	int rc = 0;
@@ -533,6 +587,13 @@ static int write_range(log_mgr *lg, const unsigned char *p, uint64_t a, uint64_t
 		pthread_mutex_unlock(&lg->mu);
 		if (rc)
 			return util_err(rc, "log segment %" PRIu64 ": cannot open: %s", k, strerror(rc));
+		if (sync && lg->unsynced != k + 1) { /* L11 */
+			if ((rc = write_durable(lg, f, k, p + (lo - a), lo, hi)) == 0)
+				continue;
+			if (rc != ENOTSUP)
+				return util_err(rc, "%s: log write failed: %s", io_path(f), strerror(rc));
+		}
+		lg->dx_tail = UINT64_MAX;
 		if ((rc = io_pwrite(f, p + (lo - a), hi - lo, lo - k * lg->seg)) != 0)
 			return util_err(rc, "%s: log write failed: %s", io_path(f), strerror(rc));
 		io_point("log.flush.written");
@@ -912,6 +973,7 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 	log_mgr *lg = calloc(1, sizeof *lg);
 	if (!lg)
 		return ENOMEM;
+	lg->dx_tail = UINT64_MAX;
 	lg->dir = strdup(cfg->dir);
 	lg->seg = cfg->seg_size;
 	memcpy(lg->uuid, cfg->uuid, 16);
@@ -947,6 +1009,7 @@ static void log_free(log_mgr *lg)
 	pthread_cond_destroy(&lg->gcv);
 	free(lg->buf);
 	free(lg->fbuf);
+	free(lg->dx);
 	free(lg->dir);
 	free(lg);
 }
@@ -1150,6 +1213,7 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 				rc = ENOMEM;
 				goto err;
 			}
+			lg->dx_tail = UINT64_MAX; /* L11 */
 			if ((rc = segf_get(lg, pos / lg->seg, &f)) == 0 &&
 			    (rc = io_pwrite(f, z, cut_end - pos, pos % lg->seg)) == 0)
 				rc = io_sync(f);

@@ -171,6 +171,50 @@ Test(posix, round_trip)
 	cr_assert_arr_eq(r, w, sizeof w);
 }
 
+/* I7: a durable write of aligned sectors goes through O_DIRECT and
+ * RWF_DSYNC; anything unaligned is refused with ENOTSUP, nothing written. */
+Test(posix, durable_write_of_aligned_sectors)
+{
+	char p[PATH_MAX];
+	unsigned char *w, r[4096], before[4096];
+	io_file *f;
+	size_t got;
+	cr_assert_eq(posix_memalign((void **)&w, IO_DIRECT_MEM, 8192), 0);
+	fill(w, 8192, 3);
+	cr_assert_eq(io_open(tp(p, "d"), IO_CREATE, &f), 0);
+	cr_assert_eq(io_preallocate(f, 16384), 0);
+	cr_assert_eq(io_sync(f), 0);
+	/* refused, untouched: buffer, length or offset off the alignment */
+	cr_assert_eq(io_pwrite_durable(f, w + 8, 512, 512), ENOTSUP);
+	cr_assert_eq(io_pwrite_durable(f, w, 500, 512), ENOTSUP);
+	cr_assert_eq(io_pwrite_durable(f, w, 512, 100), ENOTSUP);
+	cr_assert_eq(io_pread(f, before, sizeof before, 0, &got), 0);
+	for (size_t i = 0; i < sizeof before; i++)
+		cr_assert_eq(before[i], 0, "byte %zu written by a refused durable write", i);
+	/* aligned: written (directly if the file system takes O_DIRECT) */
+	int rc = io_pwrite_durable(f, w, 1536, 1024);
+	char probe[PATH_MAX];
+	int fd = open(tp(probe, "probe"), O_RDWR | O_CREAT | O_DIRECT, 0644);
+	if (fd >= 0) {
+		close(fd);
+		cr_assert_eq(rc, 0, "durable write on a file system that takes O_DIRECT: %d", rc);
+	} else {
+		cr_assert_eq(rc, ENOTSUP);
+		cr_log_warn("%s refuses O_DIRECT: io_pwrite_durable answers ENOTSUP", tdir);
+		cr_assert_eq(io_pwrite(f, w, 1536, 1024), 0);
+	}
+	/* every reader sees it at once: the page cache and the raw file */
+	cr_assert_eq(io_pread(f, r, 1536, 1024, &got), 0);
+	cr_assert_arr_eq(r, w, 1536);
+	raw_read(p, r, 1536, 1024);
+	cr_assert_arr_eq(r, w, 1536);
+	cr_assert_eq(io_pread(f, r, 1024, 0, &got), 0);
+	for (size_t i = 0; i < 1024; i++)
+		cr_assert_eq(r[i], 0, "byte %zu before the durable write changed", i);
+	cr_assert_eq(io_close(f), 0);
+	free(w);
+}
+
 Test(posix, path_is_a_copy)
 {
 	char p[PATH_MAX];
@@ -569,6 +613,25 @@ Test(dispatch, file_keeps_its_backend)
 /* Simulator: the page cache                                           */
 
 TestSuite(sim, .init = setup, .fini = teardown, .timeout = 60);
+
+/* I7: the simulator has no durable write: the caller writes and syncs
+ * with the calls it numbers and cuts. */
+Test(sim, durable_write_is_left_to_write_and_sync)
+{
+	char p[PATH_MAX];
+	unsigned char *w;
+	io_file *f;
+	uint64_t size;
+	cr_assert_eq(posix_memalign((void **)&w, IO_DIRECT_MEM, 4096), 0);
+	fill(w, 4096, 4);
+	iosim_install(1);
+	cr_assert_eq(io_open(tp(p, "a"), IO_CREATE, &f), 0);
+	cr_assert_eq(io_pwrite_durable(f, w, 4096, 0), ENOTSUP);
+	cr_assert_eq(io_size(f, &size), 0);
+	cr_assert_eq(size, 0, "nothing written");
+	cr_assert_eq(io_close(f), 0);
+	free(w);
+}
 
 Test(sim, reads_see_pending_writes)
 {
