@@ -167,6 +167,7 @@ typedef struct bound {
 	pid_t pgid, sid; /* of the bound process, and whether it leads its session */
 	int leader;
 	uint64_t since;  /* when the transaction began, in clock ticks since boot */
+	int ruled;       /* its group rule is in place (group_rule_add) */
 } bound;
 
 /* L2: the processes a bound process that exited may have left behind:
@@ -359,6 +360,40 @@ static int orphaned(fsd *d, const proc *chain, int n)
 	return 0;
 }
 
+/* L2: the rule for bound process b, which exited (under x->mu; once). */
+static void group_rule_add(struct fsd_txs *x, bound *b)
+{
+	if (b->ruled || x->nrules >= MAX_RULES)
+		return;
+	x->rules[x->nrules++] = (group_rule){.id = b->leader ? b->sid : b->pgid,
+					     .session = b->leader,
+					     .since = b->since,
+					     .until = boot_ticks() + 1};
+	x->ndoomed++;
+	b->ruled = 1;
+}
+
+/* L2: the rules of bound processes that exited but that the reaper has
+ * not handled yet (under x->mu).  A process of a killed group making its
+ * first call right after would otherwise run as a plain caller until the
+ * reaper's round: its write committed at once (random_crash under a slow,
+ * ThreadSanitizer build of the daemon saw another transaction read it). */
+static void group_rules_now(fsd *d)
+{
+	struct fsd_txs *x = d->txs;
+	for (int k = 0; k < x->nb; k++) {
+		if (x->b[k].ruled)
+			continue;
+		struct pollfd p = {.fd = x->b[k].fd, .events = POLLIN};
+		if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP)))
+			continue;
+		fs_tx *tx = fs_tx_by_id(d->fs, x->b[k].txid); /* open still: the reaper will abort it */
+		if (tx)
+			group_rule_add(x, &x->b[k]);
+		fs_tx_put(tx);
+	}
+}
+
 /* Under x->mu. */
 static void seen_add(struct fsd_txs *x, const proc *p, uint64_t txid)
 {
@@ -460,8 +495,10 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	if (tx) /* the caller and its ancestors below the bound process */
 		for (int i = 0; i < at; i++)
 			seen_add(x, &chain[i], fs_tx_id(tx));
-	else if (!under_bound && n && (x->nseen || x->nrules))
+	else if (!under_bound && n && (x->nseen || x->nrules || x->nb)) {
+		group_rules_now(d);
 		*refuse = orphaned(d, chain, n);
+	}
 	if (!have)
 		chain_keep(e, tid, self.start, chain, n, now);
 	if (e->tid == tid) {
@@ -829,13 +866,8 @@ static void *reaper(void *arg)
 			fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: %s", ids[i], why);
 			pthread_mutex_lock(&x->mu); /* L2: before the abort, so no orphan runs as a plain caller */
 			for (int k = 0; k < x->nb; k++)
-				if (x->b[k].txid == ids[i] && x->nrules < MAX_RULES) {
-					x->rules[x->nrules++] = (group_rule){.id = x->b[k].leader ? x->b[k].sid : x->b[k].pgid,
-									     .session = x->b[k].leader,
-									     .since = x->b[k].since,
-									     .until = boot_ticks() + 1};
-					x->ndoomed++;
-				}
+				if (x->b[k].txid == ids[i])
+					group_rule_add(x, &x->b[k]);
 			pthread_mutex_unlock(&x->mu);
 			seen_sweep(x, ids[i]);
 			fs_tx_abort(tx, ECONNABORTED, why, 1);
