@@ -36,9 +36,9 @@
  *       every call with ECANCELED until it exits.  So does a process that
  *       made no call before the bound one died: one of the dead process's
  *       session (if it led one) or else process group, started between
- *       the begin and the exit (group_rule: put in place by the reaper, or by the first call
- *       under no bound process that finds the bound one dead, whichever
- *       comes first).
+ *       the begin and the exit (group_rule: put in place by the reaper, or
+ *       by the first call under no bound process that finds the bound one
+ *       dead, whichever comes first).
  *
  * Caches (C1-C8; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
