@@ -50,6 +50,12 @@
  *       waiting, to lock the parent itself (S, or X once it wrote), and
  *       then takes no more child locks the parent's lock covers (Gray's
  *       lock escalation: a bulk load holds one lock, not a million).
+ *   T11 A lock a transaction took through txn_lock is remembered in a small
+ *       table of its own (name, and a mode it holds at least): asking again
+ *       for a mode that one covers returns at once, without the lock
+ *       manager.  Only a transaction's end and txn_unlock ever take a lock
+ *       away from it, and txn_unlock forgets the name first, so the table
+ *       never claims more than the manager grants.
  *   T6  A record of t is appended and t's LSN fields and state updated in
  *       one critical section of t->mu, which a checkpoint's snapshot of the
  *       table also takes: a record appended before the snapshot's start LSN
@@ -75,6 +81,8 @@
 #define ESC_SLOTS 4     /* parents remembered per transaction (T10) */
 #define ESC_NAME 16     /* longest parent name remembered */
 #define ESC_AFTER 1024  /* child locks under one parent before escalation is tried */
+#define HELD_SLOTS 16   /* locks remembered per transaction (T11) */
+#define HELD_NAME 32    /* longest name remembered */
 
 struct txn {
 	txn_mgr *tm;
@@ -97,6 +105,12 @@ struct txn {
 		uint32_t n, next_try; /* child locks taken; escalation is tried at next_try */
 	} esc[ESC_SLOTS];
 	unsigned esc_next;   /* the slot reused next */
+	struct held {        /* T11: direct-mapped by the name's hash */
+		uint32_t hash;
+		uint8_t len;     /* 0: slot free */
+		uint8_t mode;    /* held at least this */
+		unsigned char name[HELD_NAME];
+	} held[HELD_SLOTS];
 	uint64_t *freed;     /* T5: under tm->mu; a set of pgno + 1 (0: empty slot) */
 	size_t nfreed, cfreed; /* cfreed: a power of two, at least twice nfreed */
 	txn *next, **pprev;  /* table links, under tm->mu */
@@ -314,6 +328,7 @@ txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
 buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
 buf_pool *txn_mgr_pool(const txn_mgr *tm) { return tm->bp; }
 log_mgr *txn_mgr_log(const txn_mgr *tm) { return tm->lg; }
+lock_mgr *txn_mgr_locks(const txn_mgr *tm) { return tm->lm; }
 
 /* Records that r (just appended) belongs to t (t->mu held; T4, T6). */
 static void note(txn *t, const log_rec *r)
@@ -506,10 +521,42 @@ int txn_abort(txn *t)
 	return rc;
 }
 
+/* T11: the modes each mode covers (bit m: mode m), and the slot of a name. */
+static const uint8_t covers[LOCK_NMODES] = {
+	[LOCK_NL] = 1u << LOCK_NL,
+	[LOCK_IS] = 1u << LOCK_NL | 1u << LOCK_IS,
+	[LOCK_IX] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_IX,
+	[LOCK_S] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_S,
+	[LOCK_SIX] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_IX | 1u << LOCK_S | 1u << LOCK_SIX,
+	[LOCK_X] = 0x3f,
+};
+
+static struct held *held_slot(txn *t, const void *key, size_t len, uint32_t *hash)
+{
+	const unsigned char *p = key;
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 16777619u;
+	*hash = h;
+	return &t->held[(h ^ h >> 16) % HELD_SLOTS];
+}
+
+static int held_match(const struct held *e, uint32_t hash, const void *key, size_t len)
+{
+	return e->len == len && e->hash == hash && !memcmp(e->name, key, len);
+}
+
 int txn_lock(txn *t, const void *key, size_t len, int mode)
 {
 	if (t->doomed)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	uint32_t hash = 0;
+	struct held *e = NULL;
+	if (len > 0 && len <= HELD_NAME && mode > LOCK_NL && mode < LOCK_NMODES) {
+		e = held_slot(t, key, len, &hash);
+		if (held_match(e, hash, key, len) && (covers[e->mode] >> mode & 1))
+			return 0;
+	}
 	/* a transaction waiting for a lock will not commit soon: group commit
 	 * leaders should not wait for it */
 	log_active(t->tm->lg, -1);
@@ -517,6 +564,15 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 	log_active(t->tm->lg, 1);
 	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
 		t->doomed = 1;
+	if (rc == 0 && e) {
+		int m = mode;
+		if (held_match(e, hash, key, len) && !(covers[m] >> e->mode & 1))
+			m = covers[e->mode] >> m & 1 ? e->mode : LOCK_SIX; /* (only IX and S are apart: SIX) */
+		e->hash = hash;
+		e->len = (uint8_t)len;
+		e->mode = (uint8_t)m;
+		memcpy(e->name, key, len);
+	}
 	return rc;
 }
 
@@ -559,7 +615,16 @@ int txn_lock_child(txn *t, const void *parent, size_t plen, const void *name, si
 	return 0;
 }
 
-int txn_unlock(txn *t, const void *key, size_t len) { return lock_release(t->locks, key, len); }
+int txn_unlock(txn *t, const void *key, size_t len)
+{
+	if (len > 0 && len <= HELD_NAME) { /* T11: forgotten first */
+		uint32_t hash;
+		struct held *e = held_slot(t, key, len, &hash);
+		if (held_match(e, hash, key, len))
+			e->len = 0;
+	}
+	return lock_release(t->locks, key, len);
+}
 
 void txn_lock_timeout(txn *t, uint32_t ms) { lock_set_timeout(t->locks, ms); }
 
@@ -576,6 +641,7 @@ static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*hel
 		(void)txn_abort(t);
 		return util_err(TP_EROLLBACK, "commit refused: the transaction lost a deadlock or lock wait and was rolled back");
 	}
+	memset(t->held, 0, sizeof t->held); /* T11: its locks go below */
 	if (!t->last_lsn) {
 		/* read-only: nothing to log, but what it read may come from
 		 * commits whose locks were released early and which are not

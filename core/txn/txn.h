@@ -40,11 +40,14 @@ txn_mgr *txn_mgr_of(const txn *t);
 buf_pool *txn_pool(const txn *t);
 buf_pool *txn_mgr_pool(const txn_mgr *tm);
 log_mgr *txn_mgr_log(const txn_mgr *tm);
+struct lock_mgr *txn_mgr_locks(const txn_mgr *tm);
 
 /* Locks (strict 2PL: held until commit or abort).  mode is a lock_mode.
  * A deadlock victim (TP_EDEADLOCK) or timed-out waiter (TP_ETIMEOUT) is
  * doomed: its later updates and commit fail with TP_EROLLBACK. */
 int txn_lock(txn *t, const void *key, size_t len, int mode);
+/* (Asking again for a mode already held costs no call of the lock manager:
+ * each transaction remembers the names it locked, T11.) */
 /* Locks name (S or X) as a child of parent (a name of at most 16 bytes,
  * for example a tree): under an IS or IX lock on parent, and escalated to
  * a lock on parent itself once the transaction holds many children (T10). */

@@ -292,6 +292,52 @@ Test(txn, held_commit_keeps_its_locks_until_durable)
 	cr_assert_eq(h.lock_j, TP_ETIMEOUT, "a held commit keeping every lock released one early");
 }
 
+static uint64_t lock_requests(void)
+{
+	lock_stats st;
+	lock_stats_get(txn_mgr_locks(E.tm), &st);
+	return st.requests;
+}
+
+/* T11: a mode a transaction already holds costs no request of the lock
+ * manager; an upgrade does, and a name it unlocked is locked again for
+ * real (another transaction may have taken it meanwhile). */
+Test(txn, a_lock_held_is_not_asked_for_again)
+{
+	txn *a = begin(), *b = begin();
+	cr_assert_eq(txn_lock(a, "K", 1, LOCK_IX), 0);
+	cr_assert_eq(txn_lock(a, "K", 1, LOCK_S), 0);
+	cr_assert_eq(lock_held_mode(txn_locker(a), "K", 1), LOCK_SIX);
+	uint64_t r0 = lock_requests();
+	for (int i = 0; i < 10; i++) {
+		cr_assert_eq(txn_lock(a, "K", 1, LOCK_IS), 0);
+		cr_assert_eq(txn_lock(a, "K", 1, LOCK_IX), 0);
+		cr_assert_eq(txn_lock(a, "K", 1, LOCK_S), 0);
+		cr_assert_eq(txn_lock(a, "K", 1, LOCK_SIX), 0);
+	}
+	cr_assert_eq(lock_requests(), r0, "%" PRIu64 " requests for modes SIX covers", lock_requests() - r0);
+	cr_assert_eq(txn_lock(a, "K", 1, LOCK_X), 0);
+	cr_assert_eq(lock_requests(), r0 + 1, "the upgrade to X did not reach the manager");
+	cr_assert_eq(lock_held_mode(txn_locker(a), "K", 1), LOCK_X);
+	/* a long name is not remembered: still correct */
+	char lname[100];
+	memset(lname, 'n', sizeof lname);
+	cr_assert_eq(txn_lock(a, lname, sizeof lname, LOCK_S), 0);
+	cr_assert_eq(txn_lock(a, lname, sizeof lname, LOCK_S), 0);
+	cr_assert_eq(lock_held_mode(txn_locker(a), lname, sizeof lname), LOCK_S);
+
+	/* unlocked, taken by b, asked for again by a: a waits for b */
+	cr_assert_eq(txn_unlock(a, "K", 1), 0);
+	txn_lock_timeout(b, 30);
+	cr_assert_eq(txn_lock(b, "K", 1, LOCK_X), 0, "the unlock did not release K");
+	txn_lock_timeout(a, 30);
+	r0 = lock_requests();
+	cr_assert_eq(txn_lock(a, "K", 1, LOCK_S), TP_ETIMEOUT, "a relocked K without asking, while b holds X");
+	cr_assert_eq(lock_requests(), r0 + 1);
+	cr_assert_eq(txn_abort(a), 0);
+	cr_assert_eq(txn_commit(b, 0), 0);
+}
+
 Test(txn, ids_increase_and_the_table_tracks_open_transactions)
 {
 	uint64_t p[3];
