@@ -25,6 +25,10 @@
  *
  *   Records are locked (txn_lock on "K" + root + key) before their leaf is
  *   latched, and held to commit; leaf changes are logged with logical undo.
+ *   A record replaced by one of the same size is logged as a BT_PATCH of
+ *   the bytes that differ (LIBTP logged before and after images of the
+ *   bytes changed): a TPC-B balance update logs 16 bytes of images, not
+ *   two 116-byte cells.  Reads for update (bt_get_rmw) lock X at once.
  *   Inserts at the right end of a page that has no right sibling (in-order
  *   loading) split at the insertion point, leaving full pages behind
  *   (LIBTP's footnote on uneven splits).
@@ -771,14 +775,40 @@ out:
 
 /* ---- leaf changes ---- */
 
-/* Applies what (insert, delete, replace) of cell to the leaf holding its
- * key.  *old receives a copy of the replaced or deleted cell (malloc'ed)
- * when old is non-NULL.  clr: log as a CLR with undo_next. */
+/* The arguments of a BT_PATCH of the cell at slot: bytes [off, off + n) of
+ * the cell c (the page's), from c's to nb's.  malloc'ed, *alen its size. */
+static unsigned char *patch_args(bt_tree *bt, unsigned slot, const unsigned char *c, size_t off, size_t n,
+				 const unsigned char *nb, size_t *alen)
+{
+	size_t klen = bt_cklen(c);
+	unsigned char *a = malloc(*alen = BT_ARG_HDR + 2 + klen + 8 + 2 * n);
+	if (!a)
+		return NULL;
+	util_put64(a, bt->root);
+	util_put16(a + 8, (uint16_t)bt->cmp);
+	util_put16(a + 10, (uint16_t)slot);
+	unsigned char *q = a + BT_ARG_HDR;
+	util_put16(q, (uint16_t)klen);
+	memcpy(q + 2, bt_ckey(c), klen);
+	q += 2 + klen;
+	util_put32(q, (uint32_t)off);
+	util_put32(q + 4, (uint32_t)n);
+	memcpy(q + 8, c + off, n);
+	memcpy(q + 8 + n, nb, n);
+	return a;
+}
+
+/* Applies what (insert, delete, replace; patch: a compensation) of cell to
+ * the leaf holding its key.  A replace by a cell of the same size is logged
+ * as a BT_PATCH of the bytes that differ (none: nothing is logged).  *old
+ * receives a copy of the replaced or deleted cell (malloc'ed) when old is
+ * non-NULL.  clr: log as a CLR with undo_next.  For BT_DO_PATCH, cell is
+ * u16 klen, key, u32 off, u32 n, n bytes to put at off in the key's cell. */
 static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell, size_t len, int flags, int clr,
 		       uint64_t undo_next, unsigned char **old, size_t *oldlen, int *underflow)
 {
-	const void *key = bt_ckey(cell);
-	size_t klen = bt_cklen(cell);
+	const void *key = what == BT_DO_PATCH ? cell + 2 : bt_ckey(cell);
+	size_t klen = what == BT_DO_PATCH ? util_get16(cell) : bt_cklen(cell);
 	unsigned char *a = NULL;
 	buf_page *pg;
 	int rc, found;
@@ -796,11 +826,64 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 			}
 			op = BT_DO_REPLACE;
 		}
-		if ((op == BT_DO_DELETE || op == BT_DO_REPLACE) && !found) {
+		if ((op == BT_DO_DELETE || op == BT_DO_REPLACE || op == BT_DO_PATCH) && !found) {
 			buf_put(bt->bp, pg);
 			return TP_ENOTFOUND;
 		}
 		size_t osz = found ? bt_csize(bt_ccell(p, slot), 0) : 0;
+		if (op == BT_DO_PATCH || (op == BT_DO_REPLACE && len == osz)) {
+			const unsigned char *c = bt_ccell(p, slot), *nb;
+			size_t off, n, alen;
+			if (op == BT_DO_PATCH) {
+				off = util_get32(cell + 2 + klen);
+				n = util_get32(cell + 2 + klen + 4);
+				nb = cell + 2 + klen + 8;
+				if (off + n > osz) {
+					buf_put(bt->bp, pg);
+					return util_err(TP_ECORRUPT, "btree %" PRIu64 ": a patch of bytes %zu..%zu of a %zu-byte cell",
+							bt->root, off, off + n, osz);
+				}
+			} else { /* the bytes that differ */
+				size_t lo = 0, hi = len;
+				while (lo < len && c[lo] == cell[lo])
+					lo++;
+				while (hi > lo && c[hi - 1] == cell[hi - 1])
+					hi--;
+				off = lo;
+				n = hi - lo;
+				nb = cell + lo;
+			}
+			if (old) {
+				*oldlen = osz;
+				if (!(*old = malloc(osz))) {
+					buf_put(bt->bp, pg);
+					return ENOMEM;
+				}
+				memcpy(*old, c, osz);
+			}
+			if (underflow)
+				*underflow = 0;
+			if (n == 0) { /* the same bytes: nothing to change */
+				buf_put(bt->bp, pg);
+				return 0;
+			}
+			if (!(a = patch_args(bt, slot, c, off, n, nb, &alen))) {
+				buf_put(bt->bp, pg);
+				if (old) {
+					free(*old);
+					*old = NULL;
+				}
+				return ENOMEM;
+			}
+			rc = bt_log(bt, t, pg, OP_BT_PATCH, a, alen, clr, undo_next);
+			buf_put(bt->bp, pg);
+			free(a);
+			if (rc && old) {
+				free(*old);
+				*old = NULL;
+			}
+			return rc;
+		}
 		size_t need = op == BT_DO_INSERT ? len + 2 : op == BT_DO_REPLACE && len > osz ? len - osz : 0;
 		if (bt_free_space(p) < need) {
 			if (bt_nslots(p) == 0) { /* P5 makes this impossible */
@@ -896,11 +979,11 @@ static int check_key(bt_tree *bt, size_t klen)
 	return 0;
 }
 
-int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+static int get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen, int mode)
 {
 	buf_page *pg;
 	int rc, found;
-	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, LOCK_S)) != 0)
+	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, mode)) != 0)
 		return rc;
 	if ((rc = leaf_for(bt, key, klen, 0, &pg)) != 0)
 		return rc;
@@ -920,6 +1003,16 @@ int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t 
 		memcpy(val, bt_cpayload(c), n < cap ? n : cap);
 	buf_put(bt->bp, pg);
 	return rc;
+}
+
+int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	return get(bt, t, key, klen, val, cap, vlen, LOCK_S);
+}
+
+int bt_get_rmw(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	return get(bt, t, key, klen, val, cap, vlen, LOCK_X);
 }
 
 void bt_prefetch(bt_tree *bt, const void *lo, size_t lolen, const void *hi, size_t hilen)

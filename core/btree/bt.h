@@ -49,6 +49,8 @@ int bt_drop(bt_tree *bt, txn *t);
  * and every change is logged; with t == NULL the tree is unprotected, as
  * db(3) allowed: no locks, no log, no recovery. */
 int bt_get(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+/* bt_get for a read-modify-write: the key is X-locked, not S (never upgraded). */
+int bt_get_rmw(bt_tree *bt, txn *t, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 /* A hint: the leaves that hold the keys from lo to hi (or would) are
  * asked for in the background (buf_prefetch) -- those of them that one
  * parent page names -- so that a stream of gets whose leaves lie apart on

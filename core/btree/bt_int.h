@@ -164,14 +164,17 @@ int bt_ovf_read(bt_tree *bt, uint64_t pgno, uint32_t vlen, void *out, size_t cap
 int bt_check_page(bt_tree *bt, buf_page *pg);
 
 
-enum { BT_DO_INSERT, BT_DO_DELETE, BT_DO_REPLACE };
+enum { BT_DO_INSERT, BT_DO_DELETE, BT_DO_REPLACE, BT_DO_PATCH };
 /* Applies a cell change to whichever leaf holds the key now, logging the
  * leaf change as a CLR with undo_next (compensation for logical undo). */
 int bt_compensate(txn *t, uint64_t root, int cmp, int what, const unsigned char *cell, size_t len,
 		  uint64_t undo_next);
 
 /* Leaf-change record arguments: u64 root, u16 cmp, u16 slot, then for
- * INSERT/DELETE the cell, for REPLACE u32 old length, old cell, new cell. */
+ * INSERT/DELETE the cell, for REPLACE u32 old length, old cell, new cell,
+ * for PATCH u16 klen, the key, u32 offset in the cell, u32 n, the n bytes
+ * there before, the n bytes after (a same-size replace: LIBTP's before and
+ * after images of the bytes changed, not of the record). */
 #define BT_ARG_HDR 12
 
 #endif

@@ -373,6 +373,39 @@ int bt_replace_redo(unsigned char *page, uint32_t psize, const log_rec *r)
 	return 0;
 }
 
+/* BT_PATCH (bt_int.h): the cell at slot must carry the key; its bytes
+ * [off, off + n) become the after image. */
+static int patch_parse(const log_rec *r, const unsigned char **key, size_t *klen, size_t *off, size_t *n)
+{
+	const unsigned char *q = r->data;
+	if (r->len < BT_ARG_HDR + 2)
+		return 0;
+	*klen = util_get16(q + BT_ARG_HDR);
+	*key = q + BT_ARG_HDR + 2;
+	if (BT_ARG_HDR + 2 + *klen + 8 > r->len)
+		return 0;
+	*off = util_get32(*key + *klen);
+	*n = util_get32(*key + *klen + 4);
+	return BT_ARG_HDR + 2 + *klen + 8 + 2 * (uint64_t)*n == r->len;
+}
+
+int bt_patch_redo(unsigned char *page, uint32_t psize, const log_rec *r)
+{
+	const unsigned char *key;
+	size_t klen, off, n;
+	(void)psize;
+	if (!patch_parse(r, &key, &klen, &off, &n))
+		return bad(r, "BT_PATCH");
+	unsigned slot = util_get16((const unsigned char *)r->data + 10);
+	if (slot >= bt_nslots(page))
+		return bad(r, "BT_PATCH");
+	unsigned char *c = bt_cell(page, slot);
+	if (bt_cklen(c) != klen || memcmp(bt_ckey(c), key, klen) != 0 || off + n > bt_csize(c, bt_level(page)))
+		return bad(r, "BT_PATCH");
+	memcpy(c + off, key + klen + 8 + n, n);
+	return 0;
+}
+
 /* BT_LINK: u16 first slot moved right, u64 new right sibling, u16 high key
  * length, high key. */
 int bt_link_redo(unsigned char *page, uint32_t psize, const log_rec *r)
@@ -414,6 +447,24 @@ int bt_replace_undo(txn *t, const log_rec *r)
 			     txn_undo_next(t));
 }
 
+int bt_patch_undo(txn *t, const log_rec *r)
+{
+	const unsigned char *q = r->data, *key;
+	size_t klen, off, n;
+	if (!patch_parse(r, &key, &klen, &off, &n))
+		return util_err(TP_ECORRUPT, "log: malformed BT_PATCH record at LSN %" PRIu64, r->lsn);
+	/* put the before image back: u16 klen, key, u32 off, u32 n, the bytes */
+	size_t len = 2 + klen + 8 + n;
+	unsigned char *a = malloc(len);
+	if (!a)
+		return ENOMEM;
+	memcpy(a, q + BT_ARG_HDR, 2 + klen + 8);
+	memcpy(a + 2 + klen + 8, key + klen + 8, n);
+	int rc = bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_PATCH, a, len, txn_undo_next(t));
+	free(a);
+	return rc;
+}
+
 /* ---- print ---- */
 
 static void print_key(FILE *out, const unsigned char *k, size_t n)
@@ -448,6 +499,19 @@ void bt_cell_print(FILE *out, const log_rec *r)
 	}
 	print_key(out, bt_ckey(c), bt_cklen(c));
 	fprintf(out, " vlen %" PRIu32 "%s", bt_cvlen(c), bt_covf(c) ? " (overflow)" : "");
+}
+
+void bt_patch_print(FILE *out, const log_rec *r)
+{
+	const unsigned char *key;
+	size_t klen, off, n;
+	if (!patch_parse(r, &key, &klen, &off, &n)) {
+		fprintf(out, " (malformed: %" PRIu32 " bytes)", r->len);
+		return;
+	}
+	fprintf(out, " tree %" PRIu64 " slot %u", util_get64(r->data), util_get16((const unsigned char *)r->data + 10));
+	print_key(out, key, klen);
+	fprintf(out, " bytes %zu..%zu", off, off + n);
 }
 
 void bt_init_print(FILE *out, const log_rec *r)

@@ -183,6 +183,13 @@ int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size
 	return rc ? rc : bt_get(tr->bt, x, key, klen, val, cap, vlen);
 }
 
+int tp_get_rmw(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen)
+{
+	txn *x;
+	int rc = pick(t, tr, 0, &x);
+	return rc ? rc : bt_get_rmw(tr->bt, x, key, klen, val, cap, vlen);
+}
+
 void tp_prefetch(tp_tree *tr, const void *lo, size_t lolen, const void *hi, size_t hilen)
 {
 	bt_prefetch(tr->bt, lo, lolen, hi, hilen);

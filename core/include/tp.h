@@ -155,6 +155,11 @@ size_t tp_tree_value_page(const tp_tree *tr);
 /* *vlen is the whole value's length; at most cap bytes are copied (cap 0:
  * whether the key exists, and the length, without reading a long value). */
 int tp_get(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
+/* tp_get before an update of the same record (Berkeley DB's DB_RMW): the
+ * record is X-locked at once, so that two transactions that read it and
+ * then write it queue on the read instead of deadlocking on the upgrade.
+ * Without t (or in a TP_TREE_NOLOCK tree) the same as tp_get. */
+int tp_get_rmw(tp_txn *t, tp_tree *tr, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 /* A hint that the keys from lo to hi will be read soon: the pages that
  * hold them are read in the background.  No lock, no transaction, no
  * result. */

@@ -5,13 +5,13 @@
  * keyed by the 8-byte id, 100-byte values) and "history" (TP_TREE_U64,
  * keyed by the 8-byte sequence number, 50-byte values, put with TP_APPEND).
  *
- * A transaction X-locks each record by an explicit lock before reading it
- * (tp_lock on "A"/"T"/"B" + id), so that the record's S lock from tp_get is
- * never upgraded: two transactions reading the same branch and then both
- * upgrading would deadlock on nearly every transaction at 10 branches
- * (Berkeley DB's DB_RMW does the same).  Locks are taken in the order
- * account, teller, branch, so transactions never deadlock with each other;
- * TP_EDEADLOCK / TP_EROLLBACK / TP_ETIMEOUT are retried all the same.
+ * A transaction reads each record with tp_get_rmw, which X-locks it at
+ * once, so that the lock is never upgraded: two transactions reading the
+ * same branch and then both upgrading would deadlock on nearly every
+ * transaction at 10 branches (Berkeley DB's DB_RMW, which its side of the
+ * benchmark uses).  Records are locked in the order account, teller,
+ * branch, so transactions never deadlock with each other; TP_EDEADLOCK /
+ * TP_EROLLBACK / TP_ETIMEOUT are retried all the same.
  *
  * Modes
  *   durable      tp_commit(t, 0)
@@ -177,21 +177,15 @@ static void t_worker_close(void *w) { (void)w; }
 /* The store of the current mode. */
 static tstore *cur(tdb *d) { return &d->st[d->mode == M_UNPROTECTED]; }
 
-/* Adds delta to record id of tree k, after X-locking it by name. */
+/* Adds delta to record id of tree k (read for update: X-locked at once). */
 static int update(tstore *st, tp_txn *t, int k, uint64_t id, int64_t delta)
 {
-	unsigned char key[8], name[9];
+	unsigned char key[8];
 	tpcb_rec r;
 	size_t vlen;
 	int rc;
 	put64(key, id);
-	if (t) {
-		name[0] = "ATB"[k];
-		memcpy(name + 1, key, 8);
-		if ((rc = tp_lock(t, name, sizeof name, TP_LOCK_X)) != 0)
-			return rc;
-	}
-	if ((rc = tp_get(t, st->tr[k], key, 8, &r, sizeof r, &vlen)) != 0)
+	if ((rc = tp_get_rmw(t, st->tr[k], key, 8, &r, sizeof r, &vlen)) != 0)
 		return rc;
 	if (vlen != TPCB_REC)
 		return TP_ECORRUPT;

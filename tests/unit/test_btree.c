@@ -1259,6 +1259,123 @@ static uint64_t log_bytes(tp_env *env)
 	return st.log_bytes;
 }
 
+/* tp_get_rmw X-locks the record at once: a second reader waits, as a
+ * second writer would; tp_get's S lock lets it read. */
+Test(btree, get_rmw_locks_the_record_for_update, .init = setup, .fini = teardown, .timeout = 60)
+{
+	unsigned char g[16];
+	size_t gl;
+	tp_env *env = open_store(4096, 0, 1);
+	tp_tree *tr;
+	tp_txn *a, *b;
+	cr_assert_eq(tp_tree_open(env, "r", TP_TREE_CREATE, &tr), 0);
+	cr_assert_eq(tp_begin(env, &a), 0);
+	cr_assert_eq(tp_put(a, tr, "k", 1, "v1", 2, 0), 0);
+	cr_assert_eq(tp_commit(a, 0), 0);
+
+	cr_assert_eq(tp_begin(env, &a), 0);
+	cr_assert_eq(tp_begin(env, &b), 0);
+	tp_lock_timeout(b, 30);
+	cr_assert_eq(tp_get(a, tr, "k", 1, g, sizeof g, &gl), 0);
+	cr_assert_eq(tp_get(b, tr, "k", 1, g, sizeof g, &gl), 0, "two plain reads conflicted");
+	cr_assert_eq(tp_commit(b, 0), 0);
+	cr_assert_eq(tp_get_rmw(a, tr, "k", 1, g, sizeof g, &gl), 0);
+	cr_assert(gl == 2 && !memcmp(g, "v1", 2));
+	cr_assert_eq(tp_begin(env, &b), 0);
+	tp_lock_timeout(b, 30);
+	cr_assert_eq(tp_get(b, tr, "k", 1, g, sizeof g, &gl), TP_ETIMEOUT, "a read got past a read for update");
+	cr_assert_eq(tp_abort(b), 0);
+	cr_assert_eq(tp_put(a, tr, "k", 1, "v2", 2, 0), 0);
+	cr_assert_eq(tp_commit(a, 0), 0);
+	cr_assert_eq(tp_get_rmw(NULL, tr, "k", 1, g, sizeof g, &gl), 0, "without a transaction: a plain read");
+	cr_assert(gl == 2 && !memcmp(g, "v2", 2));
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0);
+}
+
+/* A record rewritten with a value of the same size (a balance updated in
+ * place) is logged as a BT_PATCH of the bytes that differ, not as before
+ * and after images of the whole record; an identical value logs nothing.
+ * Its undo is logical: an abort finds the record where it lives now, after
+ * another transaction's inserts split its leaf.  A committed patch is
+ * redone after a crash, an uncommitted one undone. */
+Test(btree, same_size_update_logs_only_the_changed_bytes, .init = setup, .fini = teardown, .timeout = 60)
+{
+	enum { N = 40, VL = 100 };
+	unsigned char v[VL], g[VL + 8];
+	char key[32];
+	size_t gl;
+	tp_env *env = open_store(4096, 0, 1);
+	tp_tree *tr;
+	tp_txn *t, *u;
+	cr_assert_eq(tp_tree_open(env, "r", TP_TREE_CREATE, &tr), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof key, "k%03d", i);
+		memset(v, 'a' + i % 26, VL);
+		cr_assert_eq(tp_put(t, tr, key, 4, v, VL, 0), 0);
+	}
+	cr_assert_eq(tp_commit(t, 0), 0);
+
+	/* 8 bytes changed: a small record */
+	memset(v, 'a' + 20 % 26, VL);
+	memcpy(v + 40, "12345678", 8);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	uint64_t b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "k020", 4, v, VL, 0), 0, "%s", tp_errmsg());
+	uint64_t logged = log_bytes(env) - b0;
+	/* header 64 + arguments 12 + key 2 + 4 + offset and count 8 + 2 x 8 */
+	cr_assert_leq(logged, 112, "an update of 8 bytes of a %d-byte record logged %" PRIu64 " bytes", VL, logged);
+	cr_assert_eq(tp_get(t, tr, "k020", 4, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v, VL), "the transaction does not read its update");
+	/* the same bytes again: nothing to log */
+	b0 = log_bytes(env);
+	cr_assert_eq(tp_put(t, tr, "k020", 4, v, VL, 0), 0);
+	cr_assert_eq(log_bytes(env), b0, "an identical value logged %" PRIu64 " bytes", log_bytes(env) - b0);
+
+	/* another transaction splits the leaf under it; then the abort */
+	cr_assert_eq(tp_begin(env, &u), 0);
+	unsigned char w[VL];
+	memset(w, 'w', VL);
+	for (int i = 0; i < 200; i++) {
+		snprintf(key, sizeof key, "k020.%03d", i);
+		cr_assert_eq(tp_put(u, tr, key, strlen(key), w, VL, 0), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(tp_commit(u, 0), 0);
+	cr_assert_eq(tp_abort(t), 0, "%s", tp_errmsg());
+	unsigned char old[VL];
+	memset(old, 'a' + 20 % 26, VL);
+	cr_assert_eq(tp_get(NULL, tr, "k020", 4, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, old, VL), "after the abort the record is not as it was");
+	verify_all(env, "after the abort");
+
+	/* committed, then an uncommitted update on top, then a crash */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "k020", 4, v, VL, 0), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	unsigned char v2[VL];
+	memcpy(v2, v, VL);
+	v2[0] ^= 0xff, v2[99] ^= 0xff;
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "k020", 4, v2, VL, 0), 0);
+	cr_assert_eq(tp_sync(env), 0); /* its record durable: recovery must undo it */
+	tp_tree_close(tr);
+	tp_crash_close(env);
+	env = open_store(4096, 0, 0);
+	cr_assert_eq(tp_tree_open(env, "r", 0, &tr), 0);
+	cr_assert_eq(tp_get(NULL, tr, "k020", 4, g, sizeof g, &gl), 0);
+	cr_assert(gl == VL && !memcmp(g, v, VL), "after the crash: not the committed update (byte 0 %s, byte 40 %s)",
+		  g[0] == v[0] ? "ok" : "wrong", g[40] == v[40] ? "ok" : "wrong");
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof key, "k%03d", i);
+		cr_assert_eq(tp_get(NULL, tr, key, 4, g, sizeof g, &gl), 0);
+		cr_assert(gl == VL && (i == 20 || g[0] == 'a' + i % 26), "%s changed", key);
+	}
+	verify_all(env, "after recovery");
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0);
+}
+
 /* TP_PATCH: a few changed bytes of a 3-page value log a few hundred bytes,
  * in the same chain; an abort, and a crash before the commit, restore the
  * old bytes; another length, or pages still holding ordered bytes never
