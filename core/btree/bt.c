@@ -845,8 +845,12 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 				}
 			} else { /* the bytes that differ */
 				size_t lo = 0, hi = len;
+				while (lo + 8 <= len && util_get64(c + lo) == util_get64(cell + lo))
+					lo += 8;
 				while (lo < len && c[lo] == cell[lo])
 					lo++;
+				while (hi >= lo + 8 && util_get64(c + hi - 8) == util_get64(cell + hi - 8))
+					hi -= 8;
 				while (hi > lo && c[hi - 1] == cell[hi - 1])
 					hi--;
 				off = lo;

@@ -534,10 +534,18 @@ static const uint8_t covers[LOCK_NMODES] = {
 static struct held *held_slot(txn *t, const void *key, size_t len, uint32_t *hash)
 {
 	const unsigned char *p = key;
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ p[i]) * 16777619u;
-	*hash = h;
+	uint64_t h = len * 0x9e3779b97f4a7c15ull, w;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) { /* a word at a time: names are short */
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	w = 0;
+	memcpy(&w, p + i, len - i);
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+	h ^= h >> 29;
+	*hash = (uint32_t)h;
 	return &t->held[(h ^ h >> 16) % HELD_SLOTS];
 }
 
