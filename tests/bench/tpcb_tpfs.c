@@ -360,7 +360,7 @@ const tpcb_system tpcb_tpfs = {
 	.name = "tpfs",
 	.modes = modes,
 	.nmodes = 3,
-	.notes = "U64 trees, explicit X lock per record before reading it (no S->X upgrade), cache = the data",
+	.notes = "U64 trees, records read with tp_get_rmw (X at once, no S->X upgrade), cache = the data",
 	.open = t_open,
 	.set_mode = t_set_mode,
 	.worker_open = t_worker_open,
