@@ -198,10 +198,15 @@ typedef struct bop {
 	uint64_t id, vseed;
 } bop;
 
-/* Patch mode: the length most puts of a key use (overflow, up to 3 pages). */
+/* Patch mode: the length most puts of a key use -- for a third of the
+ * keys a small one, kept in the leaf (same-size replaces: BT_PATCH of the
+ * bytes that differ), else overflow, up to 3 pages (TP_PATCH in place). */
 static uint32_t id_vlen(const bcfg *c, const bop *o)
 {
-	return c->psize / 3 + (uint32_t)(wl_mix(o->id, (uint64_t)o->tree << 8 | o->L) % (2u * c->psize));
+	uint64_t h = wl_mix(o->id, (uint64_t)o->tree << 8 | o->L);
+	if (h % 3 == 0)
+		return 8 + (uint32_t)(h >> 8) % 60;
+	return c->psize / 3 + (uint32_t)(h % (2u * c->psize));
 }
 
 /* A put's value: in patch mode the key's own pattern with a window of up
