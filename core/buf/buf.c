@@ -81,11 +81,11 @@ struct buf_page {
 	uint32_t pins;        /* under bp->mu; > 0: not evictable (B3) */
 	uint8_t ref;          /* under bp->mu; CLOCK references, up to REF_MAX */
 	uint8_t valid;        /* under bp->mu; holds pgno's contents */
-	uint8_t dirty;        /* under bp->mu */
+	uint8_t dirty;        /* under bp->mu; changed only under the latch or unpinned */
 	uint8_t loading;      /* under bp->mu; its page is being read in (B11) */
 	uint8_t logged;       /* under bp->mu; every byte can be rebuilt from the log (B12) */
 	uint8_t unwritten;    /* under bp->mu; dirty with ordered bytes not yet written (B12) */
-	uint8_t ocrc_ok;      /* under bp->mu; ocrc is the checksum of its bytes (B13) */
+	uint8_t ocrc_ok;      /* as dirty; ocrc is the checksum of its bytes (B13) */
 	uint32_t ocrc;
 	uint64_t rec_lsn;     /* under bp->mu; first LSN that dirtied it (B4) */
 	buf_page *next;       /* under bp->mu; hash chain */
@@ -625,6 +625,8 @@ void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn)
 	}
 	pthread_mutex_unlock(&bp->mu);
 }
+
+int buf_dirty_already(const buf_page *pg) { return pg->dirty && !pg->ocrc_ok; }
 
 void buf_set_lsn(buf_page *pg, uint64_t lsn) { util_put64(pg->data + 8, lsn); }
 

@@ -66,6 +66,11 @@ uint64_t buf_page_lsn(const buf_page *pg);
  * LSN if it was clean.  Marking first means a checkpoint can never miss a
  * page whose record it precedes (B6). */
 void buf_dirty(buf_pool *bp, buf_page *pg, uint64_t lsn);
+/* Whether buf_dirty of the X-latched page would change nothing (dirty
+ * already, no saved checksum to forget): then it need not be called, and
+ * the pool's mutex is not taken.  (A frame's flags change only under its
+ * latch -- write-back holds S -- so the caller's X latch keeps them still.) */
+int buf_dirty_already(const buf_page *pg);
 /* The X-latched page now reflects the record at lsn. */
 void buf_set_lsn(buf_page *pg, uint64_t lsn);
 /* B12: whether every byte of the latched page can be rebuilt from the log

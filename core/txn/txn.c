@@ -370,7 +370,8 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 
 	if (!op || !(op->flags & OPF_PAGE) || !op->redo)
 		return util_err(TP_EINVAL, "operation %u is not a page operation", r->type);
-	buf_dirty(bp, pg, log_end(t->tm->lg)); /* B6 */
+	if (!buf_dirty_already(pg)) /* (most changes hit a dirty page: no mutex) */
+		buf_dirty(bp, pg, log_end(t->tm->lg)); /* B6 */
 	pthread_mutex_lock(&t->mu);
 	r->prev_lsn = t->last_lsn;
 	r->txid = t->id;
