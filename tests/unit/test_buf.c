@@ -208,6 +208,37 @@ Test(buf, eviction_writes_dirty_pages_and_rereads)
 		expect_page(p, (unsigned char)(p + 100), lsn[p]);
 }
 
+static int dirty_already(uint64_t pgno)
+{
+	buf_page *pg;
+	cr_assert_eq(buf_get(bp, pgno, BUF_X, &pg), 0);
+	int d = buf_dirty_already(pg);
+	buf_put(bp, pg);
+	return d;
+}
+
+/* buf_dirty_already says a change needs no buf_dirty only while that
+ * would change nothing: not for a clean page (B6 would lose its recovery
+ * LSN), nor one written back since, nor one with a saved checksum (B13). */
+Test(buf, dirty_already_only_while_dirty)
+{
+	open_all(16, 0);
+	cr_assert_eq(dirty_already(5), 0, "a page never changed");
+	modify(5, 1);
+	cr_assert_eq(dirty_already(5), 1, "a page just changed");
+	cr_assert_eq(buf_flush_all(bp), 0);
+	cr_assert_eq(dirty_already(5), 0, "a page written back");
+	modify(5, 2);
+	cr_assert_eq(dirty_already(5), 1);
+	buf_page *pg;
+	cr_assert_eq(buf_get(bp, 5, BUF_X, &pg), 0);
+	buf_mark_ordered(bp, pg);
+	cr_assert_eq(buf_dirty_already(pg), 0, "a page with a saved checksum");
+	buf_put(bp, pg);
+	modify(5, 3);
+	cr_assert_eq(dirty_already(5), 1);
+}
+
 /* B1 directly: an unflushed change, then eviction by clean reads. */
 Test(buf, wal_rule_on_eviction)
 {
