@@ -1259,6 +1259,23 @@ static uint64_t log_bytes(tp_env *env)
 	return st.log_bytes;
 }
 
+/* Puts key = v in a transaction left open, makes its records durable (so
+ * recovery must undo them), crashes, and reopens the store (4 KiB pages)
+ * and tree `name` in *tr. */
+static tp_env *crash_after_uncommitted_put(tp_env *env, tp_tree **tr, const char *name, const char *key, size_t klen,
+					   const void *v, size_t vl, int flags)
+{
+	tp_txn *t;
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, *tr, key, klen, v, vl, flags), 0);
+	cr_assert_eq(tp_sync(env), 0);
+	tp_tree_close(*tr);
+	tp_crash_close(env);
+	env = open_store(4096, 0, 0);
+	cr_assert_eq(tp_tree_open(env, name, 0, tr), 0);
+	return env;
+}
+
 /* tp_get_rmw X-locks the record at once: a second reader waits, as a
  * second writer would; tp_get's S lock lets it read. */
 Test(btree, get_rmw_locks_the_record_for_update, .init = setup, .fini = teardown, .timeout = 60)
@@ -1356,13 +1373,7 @@ Test(btree, same_size_update_logs_only_the_changed_bytes, .init = setup, .fini =
 	unsigned char v2[VL];
 	memcpy(v2, v, VL);
 	v2[0] ^= 0xff, v2[99] ^= 0xff;
-	cr_assert_eq(tp_begin(env, &t), 0);
-	cr_assert_eq(tp_put(t, tr, "k020", 4, v2, VL, 0), 0);
-	cr_assert_eq(tp_sync(env), 0); /* its record durable: recovery must undo it */
-	tp_tree_close(tr);
-	tp_crash_close(env);
-	env = open_store(4096, 0, 0);
-	cr_assert_eq(tp_tree_open(env, "r", 0, &tr), 0);
+	env = crash_after_uncommitted_put(env, &tr, "r", "k020", 4, v2, VL, 0);
 	cr_assert_eq(tp_get(NULL, tr, "k020", 4, g, sizeof g, &gl), 0);
 	cr_assert(gl == VL && !memcmp(g, v, VL), "after the crash: not the committed update (byte 0 %s, byte 40 %s)",
 		  g[0] == v[0] ? "ok" : "wrong", g[40] == v[40] ? "ok" : "wrong");
@@ -1424,13 +1435,7 @@ Test(btree, patch_logs_only_the_changed_bytes, .init = setup, .fini = teardown, 
 	static unsigned char v2[VL];
 	memcpy(v2, v1, VL);
 	v2[7] ^= 0xff;
-	cr_assert_eq(tp_begin(env, &t), 0);
-	cr_assert_eq(tp_put(t, tr, "k", 1, v2, VL, TP_PATCH), 0);
-	cr_assert_eq(tp_sync(env), 0); /* its record durable: recovery must undo it */
-	tp_tree_close(tr);
-	tp_crash_close(env);
-	env = open_store(4096, 0, 0);
-	cr_assert_eq(tp_tree_open(env, "p", 0, &tr), 0);
+	env = crash_after_uncommitted_put(env, &tr, "p", "k", 1, v2, VL, TP_PATCH);
 	cr_assert_eq(tp_get(NULL, tr, "k", 1, g, sizeof g, &gl), 0);
 	cr_assert(gl == VL && !memcmp(g, v1, VL), "after the crash: not the committed patch (byte 7 %s, byte 9000 %s)",
 		  g[7] == v1[7] ? "ok" : "wrong", g[9000] == v1[9000] ? "ok" : "wrong");
