@@ -189,7 +189,7 @@ int buf_open(io_file *f, log_mgr *lg, uint32_t page_size, size_t frames, int rea
 		bp->frames[i].data = mem + i * (size_t)page_size;
 		pthread_rwlock_init(&bp->frames[i].latch, NULL);
 	}
-	pthread_mutex_init(&bp->mu, NULL);
+	util_mutex_init_hot(&bp->mu);
 	pthread_cond_init(&bp->written, NULL);
 	pthread_mutex_init(&bp->resv_mu, NULL);
 	*out = bp;

@@ -141,7 +141,7 @@ int lock_mgr_open(lock_mgr **out)
 		free(lm);
 		return ENOMEM;
 	}
-	pthread_mutex_init(&lm->mu, NULL);
+	util_mutex_init_hot(&lm->mu);
 	*out = lm;
 	return 0;
 }

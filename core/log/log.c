@@ -992,7 +992,7 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 		free(lg);
 		return ENOMEM;
 	}
-	pthread_mutex_init(&lg->mu, NULL);
+	util_mutex_init_hot(&lg->mu);
 	pthread_cond_init(&lg->cv, NULL);
 	util_cond_init_mono(&lg->gcv);
 	*out = lg;

@@ -225,7 +225,7 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 		free(tm);
 		return rc;
 	}
-	pthread_mutex_init(&tm->mu, NULL);
+	util_mutex_init_hot(&tm->mu);
 	pthread_mutex_init(&tm->ord_mu, NULL);
 	pthread_cond_init(&tm->ord_cv, NULL);
 	log_set_barrier(lg, ordered_barrier, tm);

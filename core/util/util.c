@@ -168,6 +168,15 @@ void util_cond_init_mono(pthread_cond_t *cv)
 	pthread_condattr_destroy(&ca);
 }
 
+void util_mutex_init_hot(pthread_mutex_t *mu)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+	pthread_mutex_init(mu, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
 struct timespec util_deadline_ns(uint64_t ns)
 {
 	struct timespec t;

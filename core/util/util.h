@@ -25,6 +25,10 @@ void util_err_clear(void);
  * ns from now to wait until (pthread_cond_timedwait). */
 uint64_t util_now_ns(void);
 void util_cond_init_mono(pthread_cond_t *cv);
+/* A mutex many threads take for a few hundred nanoseconds at a time (the
+ * log's, the lock manager's, the pool's): adaptive, so a thread that finds
+ * it held spins briefly before it sleeps in the kernel. */
+void util_mutex_init_hot(pthread_mutex_t *mu);
 struct timespec util_deadline_ns(uint64_t ns);
 
 /* Little-endian fixed-width encoding, alignment-free. */
