@@ -25,7 +25,25 @@ int bt_cmp(int cmp, const void *a, size_t alen, const void *b, size_t blen)
 		uint64_t x = util_get64(a), y = util_get64(b);
 		return x < y ? -1 : x > y;
 	}
-	int c = memcmp(a, b, alen < blen ? alen : blen);
+	size_t n = alen < blen ? alen : blen;
+	if (n <= 32) { /* short keys (most): eight bytes at a time, in line */
+		const unsigned char *x = a, *y = b;
+		size_t i = 0;
+		for (; i + 8 <= n; i += 8) {
+			uint64_t u = util_get64(x + i), v = util_get64(y + i);
+			if (u != v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+				u = __builtin_bswap64(u), v = __builtin_bswap64(v);
+#endif
+				return u < v ? -1 : 1;
+			}
+		}
+		for (; i < n; i++)
+			if (x[i] != y[i])
+				return x[i] < y[i] ? -1 : 1;
+		return alen < blen ? -1 : alen > blen;
+	}
+	int c = memcmp(a, b, n);
 	if (c)
 		return c;
 	return alen < blen ? -1 : alen > blen;

@@ -1276,6 +1276,38 @@ static tp_env *crash_after_uncommitted_put(tp_env *env, tp_tree **tr, const char
 	return env;
 }
 
+static int sign(int x) { return (x > 0) - (x < 0); }
+
+/* BT_CMP_BYTES orders as memcmp, then the shorter first: the in-line
+ * comparison of short keys (up to 32 bytes, eight at a time) agrees with
+ * that on keys that share prefixes of every length, differ first in any
+ * byte (high bit included) and anyhow after it, and so does the memcmp
+ * path of longer keys. */
+Test(btree, bytes_comparison_is_memcmp_then_length)
+{
+	unsigned char a[48], b[48];
+	uint64_t r = 12345;
+	for (int i = 0; i < 200000; i++) {
+		r = r * 6364136223846793005ull + 1442695040888963407ull;
+		size_t al = (r >> 33) % 41, bl = (r >> 40) % 41;
+		for (size_t k = 0; k < sizeof a; k++)
+			a[k] = b[k] = (unsigned char)(k * 37);
+		size_t at = (r >> 20) % 48; /* the first difference, if within both */
+		b[at] = (unsigned char)(a[at] ^ (1u << ((r >> 8) % 8)));
+		uint64_t q = r;
+		for (size_t k = at + 1; k < sizeof b; k++) { /* then anything */
+			q = q * 6364136223846793005ull + 1;
+			b[k] = (unsigned char)(q >> 56);
+		}
+		size_t n = al < bl ? al : bl;
+		int want = memcmp(a, b, n);
+		want = want ? sign(want) : (al < bl ? -1 : al > bl);
+		int got = sign(bt_cmp(BT_CMP_BYTES, a, al, b, bl));
+		cr_assert_eq(got, want, "lengths %zu and %zu, first difference at %zu: %d, not %d", al, bl, at, got,
+			     want);
+	}
+}
+
 /* tp_get_rmw X-locks the record at once: a second reader waits, as a
  * second writer would; tp_get's S lock lets it read. */
 Test(btree, get_rmw_locks_the_record_for_update, .init = setup, .fini = teardown, .timeout = 60)
