@@ -125,6 +125,8 @@ static const uint8_t join[LOCK_NMODES][LOCK_NMODES] = {
 	/* X   */ {LOCK_X, LOCK_X, LOCK_X, LOCK_X, LOCK_X, LOCK_X},
 };
 
+enum lock_mode lock_join(enum lock_mode a, enum lock_mode b) { return (enum lock_mode)join[a][b]; }
+
 const char *lock_mode_name(enum lock_mode m)
 {
 	static const char *names[] = {"NL", "IS", "IX", "S", "SIX", "X"};

@@ -68,6 +68,9 @@ size_t lock_count(lock_owner *o);
 /* The id of an owner that o waits for right now, or 0. */
 uint64_t lock_waits_for(lock_owner *o);
 const char *lock_mode_name(enum lock_mode m);
+/* The weakest mode at least as strong as both (a covers b iff
+ * lock_join(a, b) == a). */
+enum lock_mode lock_join(enum lock_mode a, enum lock_mode b);
 
 typedef struct lock_stats {
 	uint64_t requests, waits, deadlocks, timeouts, objects;

@@ -522,16 +522,7 @@ int txn_abort(txn *t)
 	return rc;
 }
 
-/* T11: the modes each mode covers (bit m: mode m), and the slot of a name. */
-static const uint8_t covers[LOCK_NMODES] = {
-	[LOCK_NL] = 1u << LOCK_NL,
-	[LOCK_IS] = 1u << LOCK_NL | 1u << LOCK_IS,
-	[LOCK_IX] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_IX,
-	[LOCK_S] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_S,
-	[LOCK_SIX] = 1u << LOCK_NL | 1u << LOCK_IS | 1u << LOCK_IX | 1u << LOCK_S | 1u << LOCK_SIX,
-	[LOCK_X] = 0x3f,
-};
-
+/* T11: the slot of a name. */
 static struct held *held_slot(txn *t, const void *key, size_t len, uint32_t *hash)
 {
 	const unsigned char *p = key;
@@ -563,8 +554,8 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 	struct held *e = NULL;
 	if (len > 0 && len <= HELD_NAME && mode > LOCK_NL && mode < LOCK_NMODES) {
 		e = held_slot(t, key, len, &hash);
-		if (held_match(e, hash, key, len) && (covers[e->mode] >> mode & 1))
-			return 0;
+		if (held_match(e, hash, key, len) && lock_join((enum lock_mode)e->mode, (enum lock_mode)mode) == e->mode)
+			return 0; /* a mode held covers it */
 	}
 	/* a transaction waiting for a lock will not commit soon: group commit
 	 * leaders should not wait for it */
@@ -574,9 +565,10 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
 		t->doomed = 1;
 	if (rc == 0 && e) {
-		int m = mode;
-		if (held_match(e, hash, key, len) && !(covers[m] >> e->mode & 1))
-			m = covers[e->mode] >> m & 1 ? e->mode : LOCK_SIX; /* (only IX and S are apart: SIX) */
+		/* the manager granted at least the join of what was held and mode */
+		enum lock_mode m = (enum lock_mode)mode;
+		if (held_match(e, hash, key, len))
+			m = lock_join((enum lock_mode)e->mode, m);
 		e->hash = hash;
 		e->len = (uint8_t)len;
 		e->mode = (uint8_t)m;
