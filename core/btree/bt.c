@@ -775,19 +775,15 @@ out:
 
 /* ---- leaf changes ---- */
 
-/* The arguments of a BT_PATCH of the cell at slot: bytes [off, off + n) of
- * the cell c (the page's), from c's to nb's.  malloc'ed, *alen its size. */
-static unsigned char *patch_args(bt_tree *bt, unsigned slot, const unsigned char *c, size_t off, size_t n,
-				 const unsigned char *nb, size_t *alen)
+/* The arguments of a BT_PATCH of cell c (the page's) but their header:
+ * bytes [off, off + n) from c's to nb's.  malloc'ed, *alen its size. */
+static unsigned char *patch_args(const unsigned char *c, size_t off, size_t n, const unsigned char *nb, size_t *alen)
 {
 	size_t klen = bt_cklen(c);
 	unsigned char *a = malloc(*alen = BT_ARG_HDR + 2 + klen + 8 + 2 * n);
 	if (!a)
 		return NULL;
-	util_put64(a, bt->root);
-	util_put16(a + 8, (uint16_t)bt->cmp);
-	util_put16(a + 10, (uint16_t)slot);
-	unsigned char *q = a + BT_ARG_HDR;
+	unsigned char *q = a + BT_ARG_HDR; /* (the header: leaf_change) */
 	util_put16(q, (uint16_t)klen);
 	memcpy(q + 2, bt_ckey(c), klen);
 	q += 2 + klen;
@@ -831,62 +827,33 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 			return TP_ENOTFOUND;
 		}
 		size_t osz = found ? bt_csize(bt_ccell(p, slot), 0) : 0;
-		if (op == BT_DO_PATCH || (op == BT_DO_REPLACE && len == osz)) {
-			const unsigned char *c = bt_ccell(p, slot), *nb;
-			size_t off, n, alen;
-			if (op == BT_DO_PATCH) {
-				off = util_get32(cell + 2 + klen);
-				n = util_get32(cell + 2 + klen + 4);
-				nb = cell + 2 + klen + 8;
-				if (off + n > osz) {
-					buf_put(bt->bp, pg);
-					return util_err(TP_ECORRUPT, "btree %" PRIu64 ": a patch of bytes %zu..%zu of a %zu-byte cell",
-							bt->root, off, off + n, osz);
-				}
-			} else { /* the bytes that differ */
-				size_t lo = 0, hi = len;
-				while (lo + 8 <= len && util_get64(c + lo) == util_get64(cell + lo))
-					lo += 8;
-				while (lo < len && c[lo] == cell[lo])
-					lo++;
-				while (hi >= lo + 8 && util_get64(c + hi - 8) == util_get64(cell + hi - 8))
-					hi -= 8;
-				while (hi > lo && c[hi - 1] == cell[hi - 1])
-					hi--;
-				off = lo;
-				n = hi - lo;
-				nb = cell + lo;
-			}
-			if (old) {
-				*oldlen = osz;
-				if (!(*old = malloc(osz))) {
-					buf_put(bt->bp, pg);
-					return ENOMEM;
-				}
-				memcpy(*old, c, osz);
-			}
-			if (underflow)
-				*underflow = 0;
-			if (n == 0) { /* the same bytes: nothing to change */
+		/* a patch: bytes [off, off + n) of the cell become nb's */
+		size_t off = 0, n = 0;
+		const unsigned char *nb = NULL;
+		if (op == BT_DO_PATCH) {
+			off = util_get32(cell + 2 + klen);
+			n = util_get32(cell + 2 + klen + 4);
+			nb = cell + 2 + klen + 8;
+			if (off + n > osz) {
 				buf_put(bt->bp, pg);
-				return 0;
+				return util_err(TP_ECORRUPT, "btree %" PRIu64 ": a patch of bytes %zu..%zu of a %zu-byte cell",
+						bt->root, off, off + n, osz);
 			}
-			if (!(a = patch_args(bt, slot, c, off, n, nb, &alen))) {
-				buf_put(bt->bp, pg);
-				if (old) {
-					free(*old);
-					*old = NULL;
-				}
-				return ENOMEM;
-			}
-			rc = bt_log(bt, t, pg, OP_BT_PATCH, a, alen, clr, undo_next);
-			buf_put(bt->bp, pg);
-			free(a);
-			if (rc && old) {
-				free(*old);
-				*old = NULL;
-			}
-			return rc;
+		} else if (op == BT_DO_REPLACE && len == osz) { /* the bytes that differ */
+			const unsigned char *c = bt_ccell(p, slot);
+			size_t lo = 0, hi = len;
+			while (lo + 8 <= len && util_get64(c + lo) == util_get64(cell + lo))
+				lo += 8;
+			while (lo < len && c[lo] == cell[lo])
+				lo++;
+			while (hi >= lo + 8 && util_get64(c + hi - 8) == util_get64(cell + hi - 8))
+				hi -= 8;
+			while (hi > lo && c[hi - 1] == cell[hi - 1])
+				hi--;
+			op = BT_DO_PATCH;
+			off = lo;
+			n = hi - lo;
+			nb = cell + lo;
 		}
 		size_t need = op == BT_DO_INSERT ? len + 2 : op == BT_DO_REPLACE && len > osz ? len - osz : 0;
 		if (bt_free_space(p) < need) {
@@ -909,22 +876,36 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 			if (found)
 				memcpy(*old, bt_ccell(p, slot), osz);
 		}
-		size_t alen = BT_ARG_HDR + (op == BT_DO_REPLACE ? 4 + osz + len : op == BT_DO_DELETE ? osz : len);
-		if (!(a = malloc(alen))) {
+		if (op == BT_DO_PATCH && n == 0) { /* the same bytes: nothing to change */
+			if (underflow)
+				*underflow = 0;
 			buf_put(bt->bp, pg);
+			return 0;
+		}
+		size_t alen;
+		if (op == BT_DO_PATCH)
+			a = patch_args(bt_ccell(p, slot), off, n, nb, &alen);
+		else
+			a = malloc(alen = BT_ARG_HDR + (op == BT_DO_REPLACE ? 4 + osz + len : op == BT_DO_DELETE ? osz : len));
+		if (!a) {
+			buf_put(bt->bp, pg);
+			if (old) {
+				free(*old);
+				*old = NULL;
+			}
 			return ENOMEM;
 		}
 		util_put64(a, bt->root);
 		util_put16(a + 8, (uint16_t)bt->cmp);
 		util_put16(a + 10, (uint16_t)slot);
-		uint16_t type;
+		uint16_t type = OP_BT_PATCH; /* (its arguments filled by patch_args) */
 		if (op == BT_DO_INSERT) {
 			memcpy(a + BT_ARG_HDR, cell, len);
 			type = OP_BT_INSERT;
 		} else if (op == BT_DO_DELETE) {
 			memcpy(a + BT_ARG_HDR, bt_ccell(p, slot), osz);
 			type = OP_BT_DELETE;
-		} else {
+		} else if (op == BT_DO_REPLACE) {
 			util_put32(a + BT_ARG_HDR, (uint32_t)osz);
 			memcpy(a + BT_ARG_HDR + 4, bt_ccell(p, slot), osz);
 			memcpy(a + BT_ARG_HDR + 4 + osz, cell, len);
