@@ -777,12 +777,11 @@ out:
 
 /* The arguments of a BT_PATCH of cell c (the page's) but their header:
  * bytes [off, off + n) from c's to nb's.  malloc'ed, *alen its size. */
-static unsigned char *patch_args(const unsigned char *c, size_t off, size_t n, const unsigned char *nb, size_t *alen)
+static size_t patch_len(const unsigned char *c, size_t n) { return BT_ARG_HDR + 2 + bt_cklen(c) + 8 + 2 * n; }
+
+static void patch_args(unsigned char *a, const unsigned char *c, size_t off, size_t n, const unsigned char *nb)
 {
 	size_t klen = bt_cklen(c);
-	unsigned char *a = malloc(*alen = BT_ARG_HDR + 2 + klen + 8 + 2 * n);
-	if (!a)
-		return NULL;
 	unsigned char *q = a + BT_ARG_HDR; /* (the header: leaf_change) */
 	util_put16(q, (uint16_t)klen);
 	memcpy(q + 2, bt_ckey(c), klen);
@@ -791,18 +790,22 @@ static unsigned char *patch_args(const unsigned char *c, size_t off, size_t n, c
 	util_put32(q + 4, (uint32_t)n);
 	memcpy(q + 8, c + off, n);
 	memcpy(q + 8 + n, nb, n);
-	return a;
 }
+
+/* Arguments and cells up to this size are built on the stack. */
+#define BT_STACK_BUF 512
 
 /* Applies what (insert, delete, replace; patch: a compensation) of cell to
  * the leaf holding its key.  A replace by a cell of the same size is logged
- * as a BT_PATCH of the bytes that differ (none: nothing is logged).  *old
- * receives a copy of the replaced or deleted cell (malloc'ed) when old is
- * non-NULL.  clr: log as a CLR with undo_next.  For BT_DO_PATCH, cell is
+ * as a BT_PATCH of the bytes that differ (none: nothing is logged).
+ * *old_ovf (when old_ovf is non-NULL) receives the first overflow page of
+ * the value replaced or deleted, 0 when it was inline or there was none:
+ * the caller frees those pages.  clr: log as a CLR with undo_next.  For BT_DO_PATCH, cell is
  * u16 klen, key, u32 off, u32 n, n bytes to put at off in the key's cell. */
 static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell, size_t len, int flags, int clr,
-		       uint64_t undo_next, unsigned char **old, size_t *oldlen, int *underflow)
+		       uint64_t undo_next, uint64_t *old_ovf, int *underflow)
 {
+	unsigned char abuf[BT_STACK_BUF];
 	const void *key = what == BT_DO_PATCH ? cell + 2 : bt_ckey(cell);
 	size_t klen = what == BT_DO_PATCH ? util_get16(cell) : bt_cklen(cell);
 	unsigned char *a = NULL;
@@ -866,35 +869,23 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 				return rc;
 			continue;
 		}
-		if (old) {
-			*old = NULL;
-			*oldlen = osz;
-			if (found && !(*old = malloc(osz))) {
-				buf_put(bt->bp, pg);
-				return ENOMEM;
-			}
-			if (found)
-				memcpy(*old, bt_ccell(p, slot), osz);
-		}
+		if (old_ovf)
+			*old_ovf = found && bt_covf(bt_ccell(p, slot)) ? util_get64(bt_cpayload(bt_ccell(p, slot))) : 0;
 		if (op == BT_DO_PATCH && n == 0) { /* the same bytes: nothing to change */
 			if (underflow)
 				*underflow = 0;
 			buf_put(bt->bp, pg);
 			return 0;
 		}
-		size_t alen;
-		if (op == BT_DO_PATCH)
-			a = patch_args(bt_ccell(p, slot), off, n, nb, &alen);
-		else
-			a = malloc(alen = BT_ARG_HDR + (op == BT_DO_REPLACE ? 4 + osz + len : op == BT_DO_DELETE ? osz : len));
+		size_t alen = op == BT_DO_PATCH ? patch_len(bt_ccell(p, slot), n)
+						: BT_ARG_HDR + (op == BT_DO_REPLACE ? 4 + osz + len : op == BT_DO_DELETE ? osz : len);
+		a = alen <= sizeof abuf ? abuf : malloc(alen);
 		if (!a) {
 			buf_put(bt->bp, pg);
-			if (old) {
-				free(*old);
-				*old = NULL;
-			}
 			return ENOMEM;
 		}
+		if (op == BT_DO_PATCH)
+			patch_args(a, bt_ccell(p, slot), off, n, nb);
 		util_put64(a, bt->root);
 		util_put16(a + 8, (uint16_t)bt->cmp);
 		util_put16(a + 10, (uint16_t)slot);
@@ -915,11 +906,8 @@ static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell,
 		if (underflow)
 			*underflow = !rc && buf_pgno(pg) != bt->root && used_bytes(bt, p) < (bt->psize - BT_HDR) / 4;
 		buf_put(bt->bp, pg);
-		free(a);
-		if (rc && old) {
-			free(*old);
-			*old = NULL;
-		}
+		if (a != abuf)
+			free(a);
 		return rc;
 	}
 }
@@ -930,8 +918,7 @@ int bt_compensate(txn *t, uint64_t root, int cmp, int what, const unsigned char 
 	int rc = bt_open(txn_mgr_of(t), root, cmp, &bt);
 	if (rc)
 		return rc;
-	rc = leaf_change(bt, t, what, cell, len, what == BT_DO_INSERT ? BT_NOOVERWRITE : 0, 1, undo_next, NULL, NULL,
-			 NULL);
+	rc = leaf_change(bt, t, what, cell, len, what == BT_DO_INSERT ? BT_NOOVERWRITE : 0, 1, undo_next, NULL, NULL);
 	if (rc == TP_ENOTFOUND || rc == EEXIST)
 		rc = util_err(TP_ECORRUPT, "btree %" PRIu64 ": undo found the tree without the change it undoes", root);
 	bt_close(bt);
@@ -1135,9 +1122,9 @@ static int put_in_place(bt_tree *bt, txn *t, const void *key, size_t klen, const
 
 int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, size_t vlen, int flags)
 {
-	unsigned char *cell, *old = NULL;
-	size_t oldlen = 0, clen;
-	uint64_t ovf = 0;
+	unsigned char cbuf[BT_STACK_BUF], *cell;
+	size_t clen;
+	uint64_t ovf = 0, old_ovf = 0;
 	int rc;
 
 	if ((rc = check_key(bt, klen)) != 0)
@@ -1151,7 +1138,7 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 	    (rc = put_in_place(bt, t, key, klen, val, vlen)) != EAGAIN)
 		return rc;
 	clen = BT_CELL_HDR + klen + (inline_val ? vlen : 8);
-	if (!(cell = malloc(clen)))
+	if (!(cell = clen <= sizeof cbuf ? cbuf : malloc(clen)))
 		return ENOMEM;
 	if (!inline_val && (rc = ovf_write(bt, t, val, vlen, flags & BT_ORDERED, &ovf)) != 0)
 		goto out;
@@ -1164,21 +1151,21 @@ int bt_put(bt_tree *bt, txn *t, const void *key, size_t klen, const void *val, s
 		memcpy(cell + BT_CELL_HDR + klen, val, vlen);
 	else
 		util_put64(cell + BT_CELL_HDR + klen, ovf);
-	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old, &oldlen, NULL);
-	if (rc == 0 && old && bt_covf(old)) /* the replaced value's pages */
-		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
+	rc = leaf_change(bt, t, BT_DO_INSERT, cell, clen, flags, 0, 0, &old_ovf, NULL);
+	if (rc == 0 && old_ovf) /* the replaced value's pages */
+		rc = ovf_free(bt, t, old_ovf);
 	if (rc && ovf) /* the new value's pages, written before the leaf refused it */
 		(void)ovf_free(bt, t, ovf);
 out:
-	free(old);
-	free(cell);
+	if (cell != cbuf)
+		free(cell);
 	return rc;
 }
 
 int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen)
 {
-	unsigned char cell[BT_CELL_HDR + LOCK_KEY_MAX], *old = NULL;
-	size_t oldlen;
+	unsigned char cell[BT_CELL_HDR + LOCK_KEY_MAX];
+	uint64_t old_ovf = 0;
 	int rc;
 	if ((rc = check_key(bt, klen)) != 0 || (rc = lock_key(bt, t, key, klen, LOCK_X)) != 0)
 		return rc;
@@ -1187,10 +1174,9 @@ int bt_delete(bt_tree *bt, txn *t, const void *key, size_t klen)
 	util_put32(cell + 4, 0);
 	memcpy(cell + BT_CELL_HDR, key, klen);
 	int under = 0;
-	rc = leaf_change(bt, t, BT_DO_DELETE, cell, BT_CELL_HDR + klen, 0, 0, 0, &old, &oldlen, &under);
-	if (rc == 0 && old && bt_covf(old))
-		rc = ovf_free(bt, t, util_get64(bt_cpayload(old)));
-	free(old);
+	rc = leaf_change(bt, t, BT_DO_DELETE, cell, BT_CELL_HDR + klen, 0, 0, 0, &old_ovf, &under);
+	if (rc == 0 && old_ovf)
+		rc = ovf_free(bt, t, old_ovf);
 	if (rc == 0 && under)
 		rc = merge(bt, t, 0, key, klen);
 	return rc;
