@@ -56,6 +56,10 @@
  *       manager.  Only a transaction's end and txn_unlock ever take a lock
  *       away from it, and txn_unlock forgets the name first, so the table
  *       never claims more than the manager grants.
+ *   T12 An ended transaction's object is kept for the next begin (up to
+ *       TXN_SPARES): its mutex and lock owner stay initialized, every other
+ *       field is zeroed as for a new one, and the owner, which released
+ *       everything at the end, takes the new id (lock_owner_renew).
  *   T6  A record of t is appended and t's LSN fields and state updated in
  *       one critical section of t->mu, which a checkpoint's snapshot of the
  *       table also takes: a record appended before the snapshot's start LSN
@@ -69,6 +73,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,11 +88,14 @@
 #define ESC_AFTER 1024  /* child locks under one parent before escalation is tried */
 #define HELD_SLOTS 16   /* locks remembered per transaction (T11) */
 #define HELD_NAME 32    /* longest name remembered */
+#define TXN_SPARES 64       /* ended transactions kept for reuse (T12) */
 
 struct txn {
 	txn_mgr *tm;
 	uint64_t id;
 	pthread_mutex_t mu;  /* held across each append and the fields below (T6) */
+	lock_owner *locks;   /* its locks, released at commit or abort */
+	/* (a reused transaction keeps the fields above: T12) */
 	uint64_t first_lsn;  /* first record, 0 if none yet */
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
 	uint64_t undo_next;  /* T4 */
@@ -95,7 +103,6 @@ struct txn {
 	int ended;           /* its COMMIT or ABORT record is in the log */
 	int doomed;          /* a deadlock victim or timed out: may only abort */
 	int rolling_back;    /* in rollback: compensations go on even if doomed */
-	lock_owner *locks;   /* its locks, released at commit or abort */
 	struct esc {         /* T10: parents it locked children under */
 		unsigned char name[ESC_NAME];
 		uint8_t len;     /* 0: slot free */
@@ -124,6 +131,10 @@ struct txn_mgr {
 	uint64_t next_id;
 	txn *head;
 	size_t n;
+	txn *spare;          /* T12: ended transactions, linked by next, with their mutex and lock owner */
+	size_t nspare;
+	uint64_t allocs;     /* transaction objects allocated (not reused) */
+	int closing;         /* txn_mgr_close: ended transactions are freed */
 	uint64_t commits, aborts;
 	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
 	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
@@ -244,19 +255,45 @@ static void txn_free(txn *t)
 		t->next->pprev = t->pprev;
 	tm->n--;
 	pthread_mutex_unlock(&tm->mu);
-	lock_owner_free(t->locks); /* strict 2PL: everything at the end */
 	log_active(tm->lg, -1);
-	pthread_mutex_destroy(&t->mu);
 	free(t->freed);
-	free(t);
+	t->freed = NULL;
+	if (tm->closing) {
+		lock_owner_free(t->locks);
+		pthread_mutex_destroy(&t->mu);
+		free(t);
+		return;
+	}
+	lock_release_all(t->locks); /* strict 2PL: everything at the end */
+	pthread_mutex_lock(&tm->mu);
+	if (tm->nspare < TXN_SPARES) { /* T12 */
+		t->next = tm->spare;
+		tm->spare = t;
+		tm->nspare++;
+		t = NULL;
+	}
+	pthread_mutex_unlock(&tm->mu);
+	if (t) {
+		lock_owner_free(t->locks);
+		pthread_mutex_destroy(&t->mu);
+		free(t);
+	}
 }
 
 void txn_mgr_close(txn_mgr *tm)
 {
 	if (!tm)
 		return;
+	tm->closing = 1;
 	while (tm->head)
 		txn_free(tm->head);
+	while (tm->spare) {
+		txn *t = tm->spare;
+		tm->spare = t->next;
+		lock_owner_free(t->locks);
+		pthread_mutex_destroy(&t->mu);
+		free(t);
+	}
 	if (!log_panicked(tm->lg))
 		(void)ordered_barrier(tm); /* for the log's last flush */
 	log_set_barrier(tm->lg, NULL, NULL);
@@ -288,16 +325,25 @@ size_t txn_active(txn_mgr *tm)
 
 static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 {
-	txn *t = calloc(1, sizeof *t);
-	if (!t)
-		return ENOMEM;
-	t->tm = tm;
-	pthread_mutex_init(&t->mu, NULL);
 	pthread_mutex_lock(&tm->mu);
+	txn *t = tm->spare;
+	if (t) { /* T12: its mutex and lock owner kept, the rest as new */
+		tm->spare = t->next;
+		tm->nspare--;
+		memset((char *)t + offsetof(txn, first_lsn), 0, sizeof *t - offsetof(txn, first_lsn));
+	} else {
+		pthread_mutex_unlock(&tm->mu);
+		if (!(t = calloc(1, sizeof *t)))
+			return ENOMEM;
+		pthread_mutex_init(&t->mu, NULL);
+		pthread_mutex_lock(&tm->mu);
+		tm->allocs++;
+	}
+	t->tm = tm;
 	t->id = id ? id : tm->next_id++;
 	if (t->id >= tm->next_id)
 		tm->next_id = t->id + 1;
-	int rc = lock_owner_new(tm->lm, t->id, &t->locks);
+	int reused = t->locks != NULL, rc = reused ? 0 : lock_owner_new(tm->lm, t->id, &t->locks);
 	if (rc) {
 		pthread_mutex_unlock(&tm->mu);
 		pthread_mutex_destroy(&t->mu);
@@ -312,6 +358,8 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	tm->head = t;
 	tm->n++;
 	pthread_mutex_unlock(&tm->mu);
+	if (reused) /* (it holds nothing: no other thread looks at its id) */
+		lock_owner_renew(t->locks, t->id);
 	*out = t;
 	return 0;
 }
@@ -897,6 +945,14 @@ uint64_t txn_oldest_lsn(txn_mgr *tm)
 	}
 	pthread_mutex_unlock(&tm->mu);
 	return m;
+}
+
+uint64_t txn_allocs(txn_mgr *tm)
+{
+	pthread_mutex_lock(&tm->mu);
+	uint64_t n = tm->allocs;
+	pthread_mutex_unlock(&tm->mu);
+	return n;
 }
 
 void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts)

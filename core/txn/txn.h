@@ -115,5 +115,7 @@ uint64_t txn_oldest_lsn(txn_mgr *tm);
 
 /* Statistics */
 void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts);
+/* Transaction objects allocated so far; an ended one is reused (T12). */
+uint64_t txn_allocs(txn_mgr *tm);
 
 #endif

@@ -10,9 +10,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "lock.h"
@@ -336,6 +338,54 @@ Test(txn, a_lock_held_is_not_asked_for_again)
 	cr_assert_eq(lock_requests(), r0 + 1);
 	cr_assert_eq(txn_abort(a), 0);
 	cr_assert_eq(txn_commit(b, 0), 0);
+}
+
+static void *commit_later(void *arg)
+{
+	usleep(200000);
+	cr_assert_eq(txn_commit(arg, 1), 0);
+	return NULL;
+}
+
+/* T12: an ended transaction's object is reused, and comes back as new:
+ * no locks held, none remembered (T11), no timeout, a new id. */
+Test(txn, an_ended_transaction_is_reused_as_new)
+{
+	uint64_t p[1];
+	make_pages(p, 1);
+	txn *a = begin();
+	txn_lock_timeout(a, 30);
+	cr_assert_eq(txn_lock(a, "R", 1, LOCK_X), 0);
+	cr_assert_eq(op_page_set(a, p[0], BUF_HDR, "a", 1), 0);
+	uint64_t id = txn_id(a);
+	cr_assert_eq(txn_commit(a, 1), 0);
+	uint64_t n0 = txn_allocs(E.tm);
+	for (int i = 0; i < 200; i++) {
+		txn *t = begin();
+		cr_assert_gt(txn_id(t), id, "ids still increase");
+		id = txn_id(t);
+		cr_assert_eq(lock_count(txn_locker(t)), 0, "a reused transaction holds %zu locks", lock_count(txn_locker(t)));
+		uint64_t r0 = lock_requests();
+		cr_assert_eq(txn_lock(t, "R", 1, LOCK_X), 0, "R is still held by an ended transaction");
+		cr_assert_eq(lock_requests(), r0 + 1, "a reused transaction remembered a lock of the one before");
+		cr_assert_eq(op_page_set(t, p[0], BUF_HDR, "t", 1), 0);
+		cr_assert_eq(i % 2 ? txn_abort(t) : txn_commit(t, 1), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(txn_allocs(E.tm), n0, "%" PRIu64 " transaction objects allocated in 200 rounds",
+		     txn_allocs(E.tm) - n0);
+	/* no timeout carried over: w, reusing the object of one that waited
+	 * at most 30 ms, waits until h ends 200 ms later */
+	txn *h = begin(), *t0 = begin();
+	txn_lock_timeout(t0, 30);
+	cr_assert_eq(txn_commit(t0, 1), 0);
+	txn *w = begin();
+	cr_assert_eq(w, t0, "the object just ended was not the one reused");
+	cr_assert_eq(txn_lock(h, "Q", 1, LOCK_X), 0);
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, commit_later, h), 0);
+	cr_assert_eq(txn_lock(w, "Q", 1, LOCK_X), 0, "the reused transaction kept a 30 ms lock timeout");
+	pthread_join(th, NULL);
+	cr_assert_eq(txn_commit(w, 1), 0);
 }
 
 Test(txn, ids_increase_and_the_table_tracks_open_transactions)
