@@ -94,6 +94,8 @@ struct lock_owner {
 
 struct lock_mgr {
 	pthread_mutex_t mu;
+	void (*on_wait)(void *ctx, int delta); /* lock_mgr_on_wait */
+	void *on_wait_ctx;
 	lock_obj **hash;
 	size_t hcap, nobj;
 	lock_obj *free_objs;  /* small objects, linked by hnext */
@@ -538,6 +540,8 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 			goto out;
 	}
 	lm->st.waits++;
+	if (lm->on_wait)
+		lm->on_wait(lm->on_wait_ctx, -1);
 	struct timespec until = util_deadline_ns((uint64_t)o->timeout_ms * 1000000u);
 	while (o->waiting && !o->victim && !o->cancelled) {
 		if (!o->timeout_ms) {
@@ -547,9 +551,13 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 			lm->st.timeouts++;
 			rc = util_err(TP_ETIMEOUT, "lock: transaction %llu waited more than %u ms",
 				      (unsigned long long)o->id, o->timeout_ms);
-			goto out;
+			break;
 		}
 	}
+	if (lm->on_wait)
+		lm->on_wait(lm->on_wait_ctx, 1);
+	if (rc) /* timed out */
+		goto out;
 	if (o->victim) {
 		o->victim = 0;
 		rc = util_err(TP_EDEADLOCK, "lock: transaction %llu chosen as deadlock victim",
@@ -565,6 +573,14 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 out:
 	pthread_mutex_unlock(&lm->mu);
 	return rc;
+}
+
+void lock_mgr_on_wait(lock_mgr *lm, void (*fn)(void *ctx, int delta), void *ctx)
+{
+	pthread_mutex_lock(&lm->mu);
+	lm->on_wait = fn;
+	lm->on_wait_ctx = ctx;
+	pthread_mutex_unlock(&lm->mu);
 }
 
 int lock_page(lock_owner *o, uint32_t file, uint64_t pgno, enum lock_mode mode, int flags)

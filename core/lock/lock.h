@@ -27,6 +27,10 @@ enum { LOCK_NOWAIT = 1 << 0 }; /* fail with EAGAIN instead of waiting */
 
 /* Set-up */
 int lock_mgr_open(lock_mgr **out);
+/* fn(ctx, -1) is called as a request starts to wait, fn(ctx, 1) when its
+ * wait ends (granted or not); under the manager's mutex, so fn must not
+ * call the manager. */
+void lock_mgr_on_wait(lock_mgr *lm, void (*fn)(void *ctx, int delta), void *ctx);
 /* All owners must be gone. */
 void lock_mgr_close(lock_mgr *lm);
 

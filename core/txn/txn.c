@@ -223,6 +223,8 @@ int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn)
 	return 0;
 }
 
+static void lock_waits(void *lg, int delta) { log_active(lg, delta); }
+
 int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 {
 	txn_mgr *tm = calloc(1, sizeof *tm);
@@ -236,6 +238,9 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 		free(tm);
 		return rc;
 	}
+	/* a transaction waiting for a lock will not commit soon: group commit
+	 * leaders should not wait for it */
+	lock_mgr_on_wait(tm->lm, lock_waits, lg);
 	util_mutex_init_hot(&tm->mu);
 	pthread_mutex_init(&tm->ord_mu, NULL);
 	pthread_cond_init(&tm->ord_cv, NULL);
@@ -619,11 +624,7 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 		if (held_match(e, hash, key, len) && lock_join((enum lock_mode)e->mode, (enum lock_mode)mode) == e->mode)
 			return 0; /* a mode held covers it */
 	}
-	/* a transaction waiting for a lock will not commit soon: group commit
-	 * leaders should not wait for it */
-	log_active(t->tm->lg, -1);
 	int rc = lock_get(t->locks, key, len, (enum lock_mode)mode, 0);
-	log_active(t->tm->lg, 1);
 	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
 		t->doomed = 1;
 	if (rc == 0 && e) {

@@ -781,6 +781,43 @@ Test(lock, no_timeout_when_granted_in_time)
 	lock_owner_free(b);
 }
 
+/* lock_mgr_on_wait: told of every wait (group commit stops counting a
+ * waiting transaction as about to commit), and of nothing else. */
+static atomic_int waiting_now, wait_calls;
+static void on_wait(void *ctx, int delta)
+{
+	cr_assert_eq(ctx, &waiting_now);
+	atomic_fetch_add(&waiting_now, -delta);
+	atomic_fetch_add(&wait_calls, 1);
+}
+
+Test(lock, the_wait_hook_sees_waits_and_only_them)
+{
+	lock_owner *a = owner(1), *b = owner(2), *c = owner(3);
+	lock_mgr_on_wait(lm, on_wait, &waiting_now);
+	cr_assert_eq(get(a, "k", LOCK_X, 0), 0);
+	cr_assert_eq(get(b, "other", LOCK_X, 0), 0);
+	cr_assert_eq(get(b, "k", LOCK_S, LOCK_NOWAIT), EAGAIN);
+	cr_assert_eq(atomic_load(&wait_calls), 0, "granted and NOWAIT requests reached the hook");
+	req rb, rc;
+	req_start(&rb, b, "k", LOCK_S, 0); /* granted after a wait */
+	await_waiting(b, &rb);
+	lock_set_timeout(c, 30);
+	req_start(&rc, c, "k", LOCK_X, 0); /* times out */
+	req_join(&rc);
+	cr_assert_eq(rc.rc, TP_ETIMEOUT);
+	cr_assert_eq(atomic_load(&waiting_now), 1, "%d waiting, not 1 (b)", atomic_load(&waiting_now));
+	lock_release_all(a);
+	req_join(&rb);
+	cr_assert_eq(rb.rc, 0);
+	cr_assert_eq(atomic_load(&waiting_now), 0);
+	cr_assert_eq(atomic_load(&wait_calls), 4, "%d calls for two waits", atomic_load(&wait_calls));
+	lock_mgr_on_wait(lm, NULL, NULL);
+	lock_owner_free(a);
+	lock_owner_free(b);
+	lock_owner_free(c);
+}
+
 /* ---- release ---- */
 
 Test(lock, release_all_wakes_every_waiter)
