@@ -32,6 +32,11 @@
  *   TP_EDEADLOCK and its request withdrawn, and the search repeats until the
  *   requester is in no cycle.
  *
+ *   A hook (lock_mgr_on_wait) hears when a request starts and stops
+ *   waiting: the transaction manager uses it to tell group commit that a
+ *   transaction waiting for a lock will not commit soon.  An owner is kept
+ *   for reuse (lock_owner_renew) once it holds and waits for nothing.
+ *
  * Invariants
  *   K1  Granted modes on an object are pairwise compatible.
  *   K2  A request waits only if it conflicts with a granted mode or another
