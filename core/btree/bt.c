@@ -775,8 +775,9 @@ out:
 
 /* ---- leaf changes ---- */
 
-/* The arguments of a BT_PATCH of cell c (the page's) but their header:
- * bytes [off, off + n) from c's to nb's.  malloc'ed, *alen its size. */
+/* The size of a BT_PATCH's arguments for n bytes of cell c (the page's);
+ * patch_args fills them, but their header: bytes [off, off + n) from c's
+ * to nb's. */
 static size_t patch_len(const unsigned char *c, size_t n) { return BT_ARG_HDR + 2 + bt_cklen(c) + 8 + 2 * n; }
 
 static void patch_args(unsigned char *a, const unsigned char *c, size_t off, size_t n, const unsigned char *nb)
@@ -800,8 +801,9 @@ static void patch_args(unsigned char *a, const unsigned char *c, size_t off, siz
  * as a BT_PATCH of the bytes that differ (none: nothing is logged).
  * *old_ovf (when old_ovf is non-NULL) receives the first overflow page of
  * the value replaced or deleted, 0 when it was inline or there was none:
- * the caller frees those pages.  clr: log as a CLR with undo_next.  For BT_DO_PATCH, cell is
- * u16 klen, key, u32 off, u32 n, n bytes to put at off in the key's cell. */
+ * the caller frees those pages.  clr: log as a CLR with undo_next.  For
+ * BT_DO_PATCH, cell is u16 klen, key, u32 off, u32 n, n bytes to put at
+ * off in the key's cell. */
 static int leaf_change(bt_tree *bt, txn *t, int what, const unsigned char *cell, size_t len, int flags, int clr,
 		       uint64_t undo_next, uint64_t *old_ovf, int *underflow)
 {

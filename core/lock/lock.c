@@ -676,17 +676,12 @@ void lock_release_except(lock_owner *o, const void *prefix, size_t plen)
 
 void lock_owner_renew(lock_owner *o, uint64_t id)
 {
-	lock_mgr *lm = o->lm;
-	pthread_mutex_lock(&lm->mu);
-	withdraw(lm, o);
-	while (o->chain)
-		drop(lm, o->chain);
+	/* no request of it is queued or granted, so no other thread reaches it
+	 * through the table; its next lock_get publishes these under lm->mu */
 	o->id = id;
-	o->nheld = 0;
 	o->victim = o->cancelled = 0;
 	o->timeout_ms = 0;
 	o->mark = 0;
-	pthread_mutex_unlock(&lm->mu);
 }
 
 void lock_owner_free(lock_owner *o)

@@ -38,8 +38,9 @@ void lock_mgr_close(lock_mgr *lm);
 int lock_owner_new(lock_mgr *lm, uint64_t id, lock_owner **out);
 /* Releases everything the owner holds, then frees it. */
 void lock_owner_free(lock_owner *o);
-/* Releases everything the owner holds and makes it a new owner, id (its
- * timeout back to none): an owner kept for reuse instead of freed. */
+/* Makes an owner that holds and waits for nothing (lock_release_all) a new
+ * owner, id, its timeout back to none: kept for reuse instead of freed.
+ * Only its own thread may use it meanwhile. */
 void lock_owner_renew(lock_owner *o, uint64_t id);
 /* Waits longer than ms fail with TP_ETIMEOUT; 0 waits for ever. */
 void lock_set_timeout(lock_owner *o, uint32_t ms);

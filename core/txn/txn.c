@@ -249,6 +249,14 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 	return 0;
 }
 
+/* Frees an ended transaction's object, its mutex and lock owner. */
+static void txn_destroy(txn *t)
+{
+	lock_owner_free(t->locks);
+	pthread_mutex_destroy(&t->mu);
+	free(t);
+}
+
 static void txn_free(txn *t)
 {
 	txn_mgr *tm = t->tm;
@@ -264,9 +272,7 @@ static void txn_free(txn *t)
 	free(t->freed);
 	t->freed = NULL;
 	if (tm->closing) {
-		lock_owner_free(t->locks);
-		pthread_mutex_destroy(&t->mu);
-		free(t);
+		txn_destroy(t);
 		return;
 	}
 	lock_release_all(t->locks); /* strict 2PL: everything at the end */
@@ -278,11 +284,8 @@ static void txn_free(txn *t)
 		t = NULL;
 	}
 	pthread_mutex_unlock(&tm->mu);
-	if (t) {
-		lock_owner_free(t->locks);
-		pthread_mutex_destroy(&t->mu);
-		free(t);
-	}
+	if (t)
+		txn_destroy(t);
 }
 
 void txn_mgr_close(txn_mgr *tm)
@@ -295,9 +298,7 @@ void txn_mgr_close(txn_mgr *tm)
 	while (tm->spare) {
 		txn *t = tm->spare;
 		tm->spare = t->next;
-		lock_owner_free(t->locks);
-		pthread_mutex_destroy(&t->mu);
-		free(t);
+		txn_destroy(t);
 	}
 	if (!log_panicked(tm->lg))
 		(void)ordered_barrier(tm); /* for the log's last flush */
