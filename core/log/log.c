@@ -83,6 +83,14 @@
  *       the backend cannot (the crash simulator; a file system or device
  *       that refuses direct I/O), the range is written and synced as
  *       before.  Any other write of segment bytes forgets dx_tail.
+ *   L12 A buffer past half full is handed to the log's writer thread
+ *       (when no flush is under way) and the appender goes on in the
+ *       spare: appends do not wait for the buffer's write into the page
+ *       cache, which at a high commit rate without sync took 10-25% of a
+ *       transaction's time on one thread.  It is written exactly as a
+ *       spilled buffer (L9), as flusher; the barrier (L10) runs there too,
+ *       and log_set_barrier waits until no flush is under way before it
+ *       changes it.
  *   L10 Before any bytes are written to a segment file, the barrier set by
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is
@@ -132,6 +140,11 @@ struct log_mgr {
 	size_t fcap;
 	uint64_t f_lsn, f_end;
 	int flushing;         /* a flusher is writing fbuf */
+	int wjob;             /* L12: fbuf was handed to the writer thread */
+	int wstop;            /* L12: the writer thread is to exit */
+	int wrunning;         /* L12: the writer thread exists */
+	pthread_t writer;     /* L12 */
+	pthread_cond_t wcv;   /* L12: a job for the writer, or its stop */
 	int gathering;        /* a flusher waits for its group to form */
 	int nwait;            /* committers waiting for a flush */
 	int active;           /* open transactions (atomic; log_active) */
@@ -395,6 +408,7 @@ static void rec_decode(const unsigned char *p, log_rec *r, uint64_t *back)
 /* ---- appending ---- */
 
 static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync);
+static int hand_off(log_mgr *lg, uint64_t fill);
 
 /* Appends r at the end (mu held; a full buffer is flushed, which lets
  * other appenders in, so the position is computed after room is made). */
@@ -427,6 +441,8 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			lg->cap = ncap;
 			break;
 		}
+		if (hand_off(lg, 1)) /* L12 */
+			continue;
 		if ((rc = flush_locked(lg, lg->last, 0, 0)) != 0) /* spill: no sync */
 			return rc;
 	}
@@ -460,6 +476,7 @@ static int put_locked(log_mgr *lg, log_rec *r)
 		memset(lg->buf + (pos + size - lg->buf_lsn), 0, lg->end - pos - size);
 	lg->st.records++;
 	lg->st.bytes += size;
+	(void)hand_off(lg, lg->cap / 2);
 	return 0;
 }
 
@@ -637,12 +654,66 @@ static void gather_group(log_mgr *lg)
 void log_set_barrier(log_mgr *lg, int (*fn)(void *ctx), void *ctx)
 {
 	pthread_mutex_lock(&lg->mu);
+	while (lg->flushing) /* L12: a flusher may be calling the old one */
+		pthread_cond_wait(&lg->cv, &lg->mu);
 	lg->barrier = fn;
 	lg->barrier_ctx = ctx;
 	pthread_mutex_unlock(&lg->mu);
 }
 
 void log_active(log_mgr *lg, int delta) { __atomic_add_fetch(&lg->active, delta, __ATOMIC_RELAXED); }
+
+/* Becomes the flusher (mu held, no flush under way): the buffer's bytes
+ * [buf_lsn, end) become fbuf, and appends go on in the spare. */
+static void take_buffer(log_mgr *lg)
+{
+	unsigned char *b = lg->buf;
+	size_t bc = lg->cap;
+	lg->buf = lg->fbuf;
+	lg->cap = lg->fcap;
+	lg->fbuf = b;
+	lg->fcap = bc;
+	lg->f_lsn = lg->buf_lsn;
+	lg->f_end = lg->end;
+	lg->buf_lsn = lg->end;
+	lg->flushing = 1;
+}
+
+/* The flusher writes fbuf (and syncs it, when sync) and ends the flush
+ * (mu held on entry and exit, not during the write). */
+static int write_taken(log_mgr *lg, int sync)
+{
+	const unsigned char *b = lg->fbuf;
+	uint64_t a = lg->f_lsn, e = lg->f_end;
+	int (*barrier)(void *) = lg->barrier;
+	void *bctx = lg->barrier_ctx;
+	pthread_mutex_unlock(&lg->mu);
+	uint64_t t0 = util_now_ns();
+	int rc = 0;
+	if (e > a && barrier && (rc = barrier(bctx)) != 0) /* L10 */
+		util_err(rc, "log %s: ordered data could not be made durable before the log write: %s", lg->dir,
+			 rc > 0 ? strerror(rc) : tp_strerror(rc));
+	if (!rc)
+		rc = write_range(lg, b, a, e, sync);
+	uint64_t took = util_now_ns() - t0;
+	pthread_mutex_lock(&lg->mu);
+	if (sync)
+		lg->flush_ns = lg->flush_ns ? (7 * lg->flush_ns + took) / 8 : took;
+	lg->flushing = 0;
+	lg->st.flushes++;
+	if (rc) {
+		lg->panic = 1;
+		pthread_cond_broadcast(&lg->cv);
+		return rc;
+	}
+	lg->written = e;
+	if (sync) {
+		lg->durable = e;
+		lg->st.syncs++;
+	}
+	pthread_cond_broadcast(&lg->cv);
+	return 0;
+}
 
 /* Group commit (mu held on entry and exit).  gather: a commit, which may
  * wait for others to join its flush. */
@@ -671,46 +742,42 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		if (gather)
 			gather_group(lg);
 		lg->last_group = lg->nwait + 1;
-		/* become the flusher: take the buffer, leave the spare */
-		unsigned char *b = lg->buf;
-		size_t bc = lg->cap;
-		uint64_t a = lg->buf_lsn, e = lg->end;
-		lg->buf = lg->fbuf;
-		lg->cap = lg->fcap;
-		lg->fbuf = b;
-		lg->fcap = bc;
-		lg->f_lsn = a;
-		lg->f_end = e;
-		lg->buf_lsn = e;
-		lg->flushing = 1;
-		pthread_mutex_unlock(&lg->mu);
-		uint64_t t0 = util_now_ns();
-		int rc = 0;
-		if (e > a && lg->barrier && (rc = lg->barrier(lg->barrier_ctx)) != 0) /* L10 */
-			util_err(rc, "log %s: ordered data could not be made durable before the log write: %s", lg->dir,
-				 rc > 0 ? strerror(rc) : tp_strerror(rc));
-		if (!rc)
-			rc = write_range(lg, b, a, e, sync);
-		uint64_t took = util_now_ns() - t0;
-		pthread_mutex_lock(&lg->mu);
-		if (sync)
-			lg->flush_ns = lg->flush_ns ? (7 * lg->flush_ns + took) / 8 : took;
-		lg->flushing = 0;
-		lg->st.flushes++;
-		if (rc) {
-			lg->panic = 1;
-			pthread_cond_broadcast(&lg->cv);
+		take_buffer(lg);
+		int rc = write_taken(lg, sync);
+		if (rc || !sync)
 			return rc;
-		}
-		lg->written = e;
-		if (sync) {
-			lg->durable = e;
-			lg->st.syncs++;
-		}
-		pthread_cond_broadcast(&lg->cv);
-		if (!sync)
-			return 0;
 	}
+}
+
+/* L12: the writer thread writes the buffers handed to it, unsynced. */
+static void *writer_main(void *arg)
+{
+	log_mgr *lg = arg;
+	pthread_mutex_lock(&lg->mu);
+	for (;;) {
+		if (lg->wjob) {
+			lg->wjob = 0;
+			(void)write_taken(lg, 0); /* a failure panics the log (L7) */
+			continue;
+		}
+		if (lg->wstop)
+			break;
+		pthread_cond_wait(&lg->wcv, &lg->mu);
+	}
+	pthread_mutex_unlock(&lg->mu);
+	return NULL;
+}
+
+/* L12: hands the buffer to the writer if it holds at least fill bytes and
+ * no flush is under way (mu held).  Returns whether it did. */
+static int hand_off(log_mgr *lg, uint64_t fill)
+{
+	if (!lg->wrunning || lg->flushing || lg->gathering || lg->panic || lg->end - lg->buf_lsn < fill)
+		return 0;
+	take_buffer(lg);
+	lg->wjob = 1;
+	pthread_cond_signal(&lg->wcv);
+	return 1;
 }
 
 int log_flush(log_mgr *lg, uint64_t lsn)
@@ -995,18 +1062,27 @@ static int log_alloc(const log_config *cfg, log_mgr **out)
 	util_mutex_init_hot(&lg->mu);
 	pthread_cond_init(&lg->cv, NULL);
 	util_cond_init_mono(&lg->gcv);
+	pthread_cond_init(&lg->wcv, NULL);
 	*out = lg;
 	return 0;
 }
 
 static void log_free(log_mgr *lg)
 {
+	if (lg->wrunning) { /* L12: after the job it may have */
+		pthread_mutex_lock(&lg->mu);
+		lg->wstop = 1;
+		pthread_cond_signal(&lg->wcv);
+		pthread_mutex_unlock(&lg->mu);
+		pthread_join(lg->writer, NULL);
+	}
 	for (int i = 0; i < NSEGF; i++)
 		if (lg->files[i].f)
 			io_close(lg->files[i].f);
 	pthread_mutex_destroy(&lg->mu);
 	pthread_cond_destroy(&lg->cv);
 	pthread_cond_destroy(&lg->gcv);
+	pthread_cond_destroy(&lg->wcv);
 	free(lg->buf);
 	free(lg->fbuf);
 	free(lg->dx);
@@ -1232,6 +1308,10 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 	lg->start = start;
 	if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
 		goto err;
+	/* L12: without the thread (none could be made) appenders write a
+	 * full buffer themselves, as they always may */
+	if (!lg->readonly)
+		lg->wrunning = pthread_create(&lg->writer, NULL, writer_main, lg) == 0;
 	free(p);
 	free(segs);
 	*out = lg;

@@ -1163,3 +1163,60 @@ Test(log, durable_bytes_are_never_rewritten)
 	scan_all(lg, LOG_SEG_HDR, v, 151);
 	log_close(lg);
 }
+
+/* ---- the writer thread (L12) ---- */
+
+static pthread_t who_appender;
+static int who_mine, who_other; /* writes of record bytes, by thread */
+
+/* Counts writes of record bytes (past a segment's header, not the zeros
+ * a new segment is made of) by the thread that makes them. */
+static int who_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
+{
+	spy_h *s = h;
+	const unsigned char *p = buf;
+	size_t nz = 0;
+	while (nz < len && !p[nz])
+		nz++;
+	if (s->seg != UINT64_MAX && off >= LOG_SEG_HDR && nz < len)
+		__atomic_add_fetch(pthread_equal(pthread_self(), who_appender) ? &who_mine : &who_other, 1,
+				   __ATOMIC_RELAXED);
+	return posix_be->pwrite(s->h, buf, len, off, done);
+}
+
+/* L12: appends alone (no flush asked for) hand full buffers to the
+ * writer thread; the appending thread writes none of its records, and
+ * every record reads back, from memory while appended and from the files
+ * after a reopen. */
+Test(log, appends_leave_writing_to_the_writer_thread)
+{
+	posix_be = io_posix_backend();
+	spy_be = *posix_be;
+	spy_be.open = spy_open;
+	spy_be.close = spy_close;
+	spy_be.pread = spy_pread;
+	spy_be.pwrite = who_pwrite;
+	spy_be.pwrite_durable = NULL;
+	spy_be.sync = spy_sync;
+	spy_be.size = spy_size;
+	spy_be.truncate = spy_truncate;
+	io_set_backend(&spy_be);
+	who_appender = pthread_self();
+	who_mine = who_other = 0;
+	log_mgr *lg = create_open();
+	static exp_rec v[1200]; /* ~1.2 MiB: several buffers of 256 KiB */
+	make_records(lg, v, 1200, 2000);
+	for (size_t i = 0; i < 1200; i += 97)
+		read_check(lg, &v[i]);
+	cr_assert_eq(__atomic_load_n(&who_mine, __ATOMIC_RELAXED), 0,
+		     "the appending thread wrote %d buffers itself", who_mine);
+	log_stats st;
+	log_stats_get(lg, &st);
+	cr_assert_gt(st.flushes, 2, "%" PRIu64 " flushes for 1.2 MiB of records", st.flushes);
+	cr_assert_eq(log_close(lg), 0);
+	cr_assert_gt(who_other, 2, "the writer thread wrote %d buffers", who_other);
+	io_set_backend(NULL);
+	lg = open_log(LOG_SEG_HDR);
+	scan_all(lg, LOG_SEG_HDR, v, 1200);
+	log_close(lg);
+}
