@@ -254,6 +254,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	lc.readonly = env->opt.readonly;
 	lc.quiet = env->opt.quiet;
 	lc.spares = spares_for(env->opt.ckpt_log_bytes, sb->seg_size) + (env->opt.background ? 1 : 0);
+	lc.writer = env->opt.background;
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);

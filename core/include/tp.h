@@ -46,10 +46,12 @@ typedef struct tp_options {
 	int readonly;            /* inspect: no recovery, no writes at all */
 	int quiet;               /* no progress or recovery messages */
 	int background;          /* a thread of the engine takes the checkpoints
-				    when they come due (also on an idle store);
-				    0: the commit that finds one due takes it,
-				    deterministically, as the crash simulator
-				    needs */
+				    when they come due (also on an idle store),
+				    and one writes the log's full buffers (log.c
+				    L12); 0: the commit that finds one due takes
+				    it, and the appender that fills a buffer
+				    writes it, deterministically, as the crash
+				    simulator needs */
 } tp_options;
 
 void tp_options_init(tp_options *o);

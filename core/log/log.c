@@ -83,14 +83,18 @@
  *       the backend cannot (the crash simulator; a file system or device
  *       that refuses direct I/O), the range is written and synced as
  *       before.  Any other write of segment bytes forgets dx_tail.
- *   L12 A buffer past half full is handed to the log's writer thread
- *       (when no flush is under way) and the appender goes on in the
- *       spare: appends do not wait for the buffer's write into the page
- *       cache, which at a high commit rate without sync took 10-25% of a
- *       transaction's time on one thread.  It is written exactly as a
- *       spilled buffer (L9), as flusher; the barrier (L10) runs there too,
- *       and log_set_barrier waits until no flush is under way before it
- *       changes it.
+ *   L12 With cfg->writer (tp_open's opt.background), a buffer past half
+ *       full is handed to the log's writer thread (when no flush is under
+ *       way) and the appender goes on in the spare: appends do not wait
+ *       for the buffer's copy into the page cache, which at a high commit
+ *       rate without sync took 10-25% of a transaction's time on one
+ *       thread.  The writer writes it as a spilled buffer (L9), as the
+ *       flusher; the barrier (L10) runs there too, and log_set_barrier
+ *       waits until no flush is under way before it changes it.  Without
+ *       cfg->writer the log starts no thread: a single-threaded program
+ *       keeps glibc's single-thread fast paths (a second thread, even an
+ *       idle one, made the bulk load 10% slower), and the crash simulator
+ *       sees the same writes in the same order every time.
  *   L10 Before any bytes are written to a segment file, the barrier set by
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is
@@ -1308,9 +1312,9 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 	lg->start = start;
 	if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
 		goto err;
-	/* L12: without the thread (none could be made) appenders write a
-	 * full buffer themselves, as they always may */
-	if (!lg->readonly)
+	/* L12: without the thread (not asked for, or none could be made)
+	 * appenders write a full buffer themselves, as they always may */
+	if (!lg->readonly && cfg->writer)
 		lg->wrunning = pthread_create(&lg->writer, NULL, writer_main, lg) == 0;
 	free(p);
 	free(segs);

@@ -48,6 +48,8 @@ typedef struct log_config {
 	int readonly;        /* never write: no tail repair, no segment creation */
 	int quiet;           /* no messages on stderr */
 	uint32_t spares;     /* recycled segments kept ahead of the end (0: 2) */
+	int writer;          /* a thread of the log writes buffers past half full
+				(log.c L12); 0: the appender that fills one does */
 } log_config;
 
 /* Set-up */
