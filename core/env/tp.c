@@ -145,6 +145,8 @@ int tp_mkfs(const char *path, const tp_options *o)
 	return store_create(path, &sb, &m); /* last: a store without it is not one */
 }
 
+#define HANDLE_SPARES 64 /* ended handles kept for reuse: a begin allocates none */
+
 static void handle_unlink(tp_txn *t)
 {
 	tp_env *env = t->env;
@@ -152,8 +154,15 @@ static void handle_unlink(tp_txn *t)
 	*t->pprev = t->next;
 	if (t->next)
 		t->next->pprev = t->pprev;
+	int keep = env->nspare < HANDLE_SPARES;
+	if (keep) {
+		t->next = env->spare;
+		env->spare = t;
+		env->nspare++;
+	}
 	pthread_mutex_unlock(&env->txns_mu);
-	free(t);
+	if (!keep)
+		free(t);
 }
 
 static int bg_start(tp_env *env);
@@ -164,6 +173,11 @@ static void env_free(tp_env *env)
 	bg_stop(env);
 	while (env->txns) /* handles of transactions left open: recovery undoes them */
 		handle_unlink(env->txns);
+	while (env->spare) {
+		tp_txn *t = env->spare;
+		env->spare = t->next;
+		free(t);
+	}
 	pthread_mutex_destroy(&env->txns_mu);
 	txn_mgr_close(env->tm);
 	buf_close(env->bp);
@@ -352,14 +366,20 @@ int tp_begin(tp_env *env, tp_txn **out)
 	int rc;
 	if (env->opt.readonly)
 		return util_err(EROFS, "%s: the store is open read-only", env->path);
-	if (!(t = calloc(1, sizeof *t)))
-		return ENOMEM;
-	if ((rc = txn_begin(env->tm, &t->t)) != 0) {
-		free(t);
+	txn *tx;
+	if ((rc = txn_begin(env->tm, &tx)) != 0)
 		return rc;
-	}
-	t->env = env;
 	pthread_mutex_lock(&env->txns_mu);
+	if ((t = env->spare) != NULL) {
+		env->spare = t->next;
+		env->nspare--;
+	} else if (!(t = malloc(sizeof *t))) {
+		pthread_mutex_unlock(&env->txns_mu);
+		(void)txn_abort(tx);
+		return ENOMEM;
+	}
+	t->t = tx;
+	t->env = env;
 	t->next = env->txns;
 	if (env->txns)
 		env->txns->pprev = &t->next;
@@ -384,12 +404,15 @@ static int ckpt_due(tp_env *env)
  * background thread, which is only woken. */
 static void maybe_checkpoint(tp_env *env)
 {
-	if (!ckpt_due(env))
-		return;
 	if (!env->bg_running) {
-		(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
+		if (ckpt_due(env))
+			(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
 		return;
 	}
+	/* the thread's own clock covers ckpt_ms: a commit looks at the log's
+	 * growth only (no clock read per commit) */
+	if (log_end(env->lg) - __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED) < env->opt.ckpt_log_bytes)
+		return;
 	if (__atomic_exchange_n(&env->bg_kicked, 1, __ATOMIC_ACQ_REL))
 		return; /* woken already */
 	pthread_mutex_lock(&env->bg_mu);

@@ -42,6 +42,8 @@ struct tp_env {
 	rec_result rec;
 	pthread_mutex_t txns_mu;  /* the list of open handles */
 	struct tp_txn *txns;      /* freed by tp_close if the caller did not end them */
+	struct tp_txn *spare;     /* ended handles kept for the next tp_begin (under txns_mu) */
+	size_t nspare;
 };
 
 struct tp_txn {

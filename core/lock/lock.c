@@ -654,6 +654,12 @@ int lock_downgrade(lock_owner *o, const void *key, size_t len, enum lock_mode mo
 void lock_release_all(lock_owner *o)
 {
 	lock_mgr *lm = o->lm;
+	/* an owner's thread, not waiting, is the only one that changes its
+	 * chain (a grant to it needs a request of it waiting): nothing held
+	 * and nothing asked for needs no lm->mu (a commit's second release,
+	 * after its early one) */
+	if (!o->chain && !o->waiting)
+		return;
 	pthread_mutex_lock(&lm->mu);
 	withdraw(lm, o);
 	while (o->chain)

@@ -134,7 +134,7 @@ struct log_mgr {
 
 	pthread_mutex_t mu;   /* everything below */
 	pthread_cond_t cv;    /* flush finished */
-	uint64_t end;         /* next LSN */
+	uint64_t end;         /* next LSN (stored atomically: log_end reads it without mu) */
 	uint64_t last;        /* LSN of the last record, 0 if none */
 	uint64_t horizon;     /* full-page-image horizon */
 	unsigned char *buf;   /* bytes [buf_lsn, end) */
@@ -470,12 +470,13 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			log_rec skip = {.lsn = pos, .pgno = LOG_NOPAGE};
 			rec_encode(b, pad, lg->last, &skip);
 		}
-		pos = lg->end = start;
+		pos = start;
+		__atomic_store_n(&lg->end, start, __ATOMIC_RELAXED);
 	}
 	r->lsn = pos;
 	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
 	lg->last = pos;
-	lg->end = end;
+	__atomic_store_n(&lg->end, end, __ATOMIC_RELAXED); /* log_end reads it without mu */
 	if (lg->end > pos + size) /* tail too short for a header, and the next segment's header */
 		memset(lg->buf + (pos + size - lg->buf_lsn), 0, lg->end - pos - size);
 	lg->st.records++;
@@ -802,10 +803,9 @@ int log_commit_flush(log_mgr *lg, uint64_t lsn)
 
 uint64_t log_end(log_mgr *lg)
 {
-	pthread_mutex_lock(&lg->mu);
-	uint64_t e = lg->end;
-	pthread_mutex_unlock(&lg->mu);
-	return e;
+	/* every store of it is atomic (under mu); a caller that must see an
+	 * append (T7's read-only commit) follows it through a lock release */
+	return __atomic_load_n(&lg->end, __ATOMIC_RELAXED);
 }
 
 uint64_t log_durable(log_mgr *lg)

@@ -135,7 +135,8 @@ struct txn_mgr {
 	size_t nspare;
 	uint64_t allocs;     /* transaction objects allocated (not reused) */
 	int closing;         /* txn_mgr_close: ended transactions are freed */
-	uint64_t commits, aborts;
+	uint64_t commits;    /* atomic */
+	uint64_t aborts;
 	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
 	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
 	uint64_t alloc_rover;  /* atomic: see txn_alloc_rover */
@@ -262,29 +263,24 @@ static void txn_free(txn *t)
 	txn_mgr *tm = t->tm;
 	if (t->nfreed || t->rolling_back) /* its pages may be free now */
 		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
+	log_active(tm->lg, -1);
+	free(t->freed);
+	t->freed = NULL;
+	if (!tm->closing)
+		lock_release_all(t->locks); /* strict 2PL: everything at the end */
 	pthread_mutex_lock(&tm->mu);
 	*t->pprev = t->next;
 	if (t->next)
 		t->next->pprev = t->pprev;
 	tm->n--;
-	pthread_mutex_unlock(&tm->mu);
-	log_active(tm->lg, -1);
-	free(t->freed);
-	t->freed = NULL;
-	if (tm->closing) {
-		txn_destroy(t);
-		return;
-	}
-	lock_release_all(t->locks); /* strict 2PL: everything at the end */
-	pthread_mutex_lock(&tm->mu);
-	if (tm->nspare < TXN_SPARES) { /* T12 */
+	int keep = !tm->closing && tm->nspare < TXN_SPARES; /* T12 */
+	if (keep) {
 		t->next = tm->spare;
 		tm->spare = t;
 		tm->nspare++;
-		t = NULL;
 	}
 	pthread_mutex_unlock(&tm->mu);
-	if (t)
+	if (!keep)
 		txn_destroy(t);
 }
 
@@ -754,9 +750,7 @@ static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*hel
 			held(arg);
 		lock_release_all(t->locks);
 	}
-	pthread_mutex_lock(&tm->mu);
-	tm->commits++;
-	pthread_mutex_unlock(&tm->mu);
+	__atomic_add_fetch(&tm->commits, 1, __ATOMIC_RELAXED);
 	txn_free(t);
 	return rc;
 }
@@ -960,7 +954,7 @@ uint64_t txn_allocs(txn_mgr *tm)
 void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts)
 {
 	pthread_mutex_lock(&tm->mu);
-	*commits = tm->commits;
+	*commits = __atomic_load_n(&tm->commits, __ATOMIC_RELAXED);
 	*aborts = tm->aborts;
 	pthread_mutex_unlock(&tm->mu);
 }
