@@ -451,21 +451,24 @@ static void withdraw(lock_mgr *lm, lock_owner *o)
 
 /* ---- locking ---- */
 
-int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, int flags)
+static int bad_request(size_t len, enum lock_mode mode)
 {
-	lock_mgr *lm = o->lm;
+	if (len == 0 || len > LOCK_KEY_MAX || mode <= LOCK_NL || mode >= LOCK_NMODES)
+		return util_err(TP_EINVAL, "lock: bad request (key of %zu bytes, mode %d)", len, (int)mode);
+	return 0;
+}
+
+/* lock_get's work, lm->mu held (and held again on return; a wait lets
+ * go of it meanwhile). */
+static int get_locked(lock_mgr *lm, lock_owner *o, const void *key, size_t len, enum lock_mode mode, int flags)
+{
 	lock_obj *ob;
 	lock_req *r;
 	int rc = 0;
 
-	if (len == 0 || len > LOCK_KEY_MAX || mode <= LOCK_NL || mode >= LOCK_NMODES)
-		return util_err(TP_EINVAL, "lock: bad request (key of %zu bytes, mode %d)", len, (int)mode);
-	pthread_mutex_lock(&lm->mu);
 	lm->st.requests++;
-	if (!(ob = obj_find(lm, key, len, 1))) {
-		pthread_mutex_unlock(&lm->mu);
+	if (!(ob = obj_find(lm, key, len, 1)))
 		return ENOMEM;
-	}
 	if ((r = granted_of(ob, o)) != NULL) {
 		int nm = join[r->mode][mode];
 		if (nm == r->mode)
@@ -576,6 +579,34 @@ int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, in
 	}
 	o->cancelled = 0;
 out:
+	return rc;
+}
+
+int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, int flags)
+{
+	lock_mgr *lm = o->lm;
+	int rc = bad_request(len, mode);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&lm->mu);
+	rc = get_locked(lm, o, key, len, mode, flags);
+	pthread_mutex_unlock(&lm->mu);
+	return rc;
+}
+
+int lock_get_two(lock_owner *o, const void *k1, size_t l1, enum lock_mode m1, const void *k2, size_t l2,
+		 enum lock_mode m2, int *first)
+{
+	lock_mgr *lm = o->lm;
+	int rc = bad_request(l1, m1);
+	*first = 0;
+	if (rc || (rc = bad_request(l2, m2)) != 0)
+		return rc;
+	pthread_mutex_lock(&lm->mu);
+	if ((rc = get_locked(lm, o, k1, l1, m1, 0)) == 0) {
+		*first = 1;
+		rc = get_locked(lm, o, k2, l2, m2, 0);
+	}
 	pthread_mutex_unlock(&lm->mu);
 	return rc;
 }

@@ -50,6 +50,11 @@ void lock_set_timeout(lock_owner *o, uint32_t ms);
  * LOCK_NOWAIT, TP_EDEADLOCK when chosen as a deadlock victim (the owner must
  * abort), or TP_ETIMEOUT. */
 int lock_get(lock_owner *o, const void *key, size_t len, enum lock_mode mode, int flags);
+/* lock_get of k1, then (once granted) of k2, waiting as needed, with the
+ * manager's mutex taken once: a child lock under its parent's intention
+ * lock.  *first says whether k1 was granted (when k2 failed). */
+int lock_get_two(lock_owner *o, const void *k1, size_t l1, enum lock_mode m1, const void *k2, size_t l2,
+		 enum lock_mode m2, int *first);
 /* The same on page pgno of file `file`. */
 int lock_page(lock_owner *o, uint32_t file, uint64_t pgno, enum lock_mode mode, int flags);
 /* Early release, where a protocol allows it (B-tree internal pages, short

@@ -264,8 +264,6 @@ static void txn_free(txn *t)
 	if (t->nfreed || t->rolling_back) /* its pages may be free now */
 		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
 	log_active(tm->lg, -1);
-	free(t->freed);
-	t->freed = NULL;
 	if (!tm->closing)
 		lock_release_all(t->locks); /* strict 2PL: everything at the end */
 	pthread_mutex_lock(&tm->mu);
@@ -273,6 +271,8 @@ static void txn_free(txn *t)
 	if (t->next)
 		t->next->pprev = t->pprev;
 	tm->n--;
+	uint64_t *freed = t->freed; /* (txn_page_held reads it in the table: T5) */
+	t->freed = NULL;
 	int keep = !tm->closing && tm->nspare < TXN_SPARES; /* T12 */
 	if (keep) {
 		t->next = tm->spare;
@@ -280,6 +280,7 @@ static void txn_free(txn *t)
 		tm->nspare++;
 	}
 	pthread_mutex_unlock(&tm->mu);
+	free(freed);
 	if (!keep)
 		txn_destroy(t);
 }
@@ -610,30 +611,74 @@ static int held_match(const struct held *e, uint32_t hash, const void *key, size
 	return e->len == len && e->hash == hash && !memcmp(e->name, key, len);
 }
 
+/* T11: whether a lock t took covers mode on key; *e is key's slot (NULL:
+ * the name does not fit the table), *hash its hash. */
+static int held_covers(txn *t, const void *key, size_t len, int mode, struct held **e, uint32_t *hash)
+{
+	*e = NULL;
+	*hash = 0;
+	if (len == 0 || len > HELD_NAME || mode <= LOCK_NL || mode >= LOCK_NMODES)
+		return 0;
+	*e = held_slot(t, key, len, hash);
+	return held_match(*e, *hash, key, len) && lock_join((enum lock_mode)(*e)->mode, (enum lock_mode)mode) == (*e)->mode;
+}
+
+/* T11: the manager granted mode on key (at least joined with what the
+ * slot e held of it). */
+static void held_granted(struct held *e, uint32_t hash, const void *key, size_t len, int mode)
+{
+	if (!e)
+		return;
+	enum lock_mode m = (enum lock_mode)mode;
+	if (held_match(e, hash, key, len))
+		m = lock_join((enum lock_mode)e->mode, m);
+	e->hash = hash;
+	e->len = (uint8_t)len;
+	e->mode = (uint8_t)m;
+	memcpy(e->name, key, len);
+}
+
+static int lock_result(txn *t, int rc)
+{
+	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
+		t->doomed = 1;
+	return rc;
+}
+
 int txn_lock(txn *t, const void *key, size_t len, int mode)
 {
 	if (t->doomed)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
-	uint32_t hash = 0;
-	struct held *e = NULL;
-	if (len > 0 && len <= HELD_NAME && mode > LOCK_NL && mode < LOCK_NMODES) {
-		e = held_slot(t, key, len, &hash);
-		if (held_match(e, hash, key, len) && lock_join((enum lock_mode)e->mode, (enum lock_mode)mode) == e->mode)
-			return 0; /* a mode held covers it */
-	}
-	int rc = lock_get(t->locks, key, len, (enum lock_mode)mode, 0);
-	if (rc == TP_EDEADLOCK || rc == TP_ETIMEOUT)
-		t->doomed = 1;
-	if (rc == 0 && e) {
-		/* the manager granted at least the join of what was held and mode */
-		enum lock_mode m = (enum lock_mode)mode;
-		if (held_match(e, hash, key, len))
-			m = lock_join((enum lock_mode)e->mode, m);
-		e->hash = hash;
-		e->len = (uint8_t)len;
-		e->mode = (uint8_t)m;
-		memcpy(e->name, key, len);
-	}
+	uint32_t hash;
+	struct held *e;
+	if (held_covers(t, key, len, mode, &e, &hash))
+		return 0; /* a mode held covers it */
+	int rc = lock_result(t, lock_get(t->locks, key, len, (enum lock_mode)mode, 0));
+	if (rc == 0)
+		held_granted(e, hash, key, len, mode);
+	return rc;
+}
+
+/* A child lock and its parent's intention lock, asked of the manager
+ * together where neither is held yet (T10, T11). */
+static int lock_with_intent(txn *t, const void *parent, size_t plen, int intent, const void *name, size_t len,
+			    int mode)
+{
+	uint32_t ph, ch;
+	struct held *pe, *ce;
+	if (t->doomed)
+		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
+	if (held_covers(t, parent, plen, intent, &pe, &ph))
+		return txn_lock(t, name, len, mode);
+	if (held_covers(t, name, len, mode, &ce, &ch))
+		return txn_lock(t, parent, plen, intent); /* (a parent forgotten: the manager finds it held) */
+	int first;
+	int rc = lock_result(t, lock_get_two(t->locks, parent, plen, (enum lock_mode)intent, name, len,
+					     (enum lock_mode)mode, &first));
+	if (first)
+		held_granted(pe, ph, parent, plen, intent);
+	if (rc == 0)
+		held_granted(ce, ch, name, len, mode);
 	return rc;
 }
 
@@ -659,12 +704,14 @@ int txn_lock_child(txn *t, const void *parent, size_t plen, const void *name, si
 		return 0; /* the parent's lock covers every child */
 	int intent = mode == LOCK_S ? LOCK_IS : LOCK_IX;
 	if (e->intent < intent) {
-		if ((rc = txn_lock(t, parent, plen, intent)) != 0)
+		/* (after a failure the intention lock is asked for again:
+		 * the manager finds it held if it was granted) */
+		if ((rc = lock_with_intent(t, parent, plen, intent, name, len, mode)) != 0)
 			return rc;
 		e->intent = (uint8_t)intent;
-	}
-	if ((rc = txn_lock(t, name, len, mode)) != 0)
+	} else if ((rc = txn_lock(t, name, len, mode)) != 0) {
 		return rc;
+	}
 	e->wrote |= mode == LOCK_X;
 	if (++e->n >= e->next_try) {
 		int want = e->wrote ? LOCK_X : LOCK_S;
