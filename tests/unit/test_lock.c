@@ -1066,3 +1066,31 @@ Test(lock, steady_locking_reuses_requests_and_objects)
 	lock_owner_free(a);
 	lock_owner_free(b);
 }
+
+/* lock_get_two: both granted, or *first says whether the first was (it
+ * stays granted when only the second fails). */
+Test(lock, get_two_takes_both_or_says_which)
+{
+	lock_owner *a = owner(1), *b = owner(2);
+	int first = -1;
+	cr_assert_eq(lock_get_two(a, "t", 1, LOCK_IX, "t/x", 3, LOCK_X, &first), 0);
+	cr_assert_eq(first, 1);
+	cr_assert_eq(held(a, "t"), LOCK_IX);
+	cr_assert_eq(held(a, "t/x"), LOCK_X);
+	lock_set_timeout(b, 30);
+	/* the parent is granted (IX with IX), the child times out behind a's X */
+	cr_assert_eq(lock_get_two(b, "t", 1, LOCK_IX, "t/x", 3, LOCK_X, &first), TP_ETIMEOUT);
+	cr_assert_eq(first, 1, "the parent's intention lock was granted");
+	cr_assert_eq(held(b, "t"), LOCK_IX);
+	cr_assert_eq(held(b, "t/x"), LOCK_NL);
+	lock_release_all(b);
+	/* the parent itself conflicts: nothing is granted, the child is not asked */
+	cr_assert_eq(get(a, "u", LOCK_X, 0), 0);
+	cr_assert_eq(lock_get_two(b, "u", 1, LOCK_IS, "u/y", 3, LOCK_S, &first), TP_ETIMEOUT);
+	cr_assert_eq(first, 0);
+	cr_assert_eq(lock_count(b), 0);
+	cr_assert_eq(lock_get_two(b, "v", 1, LOCK_IS, "", 0, LOCK_S, &first), TP_EINVAL, "a bad second request");
+	cr_assert_eq(lock_count(b), 0, "a bad request is refused before anything is granted");
+	lock_owner_free(a);
+	lock_owner_free(b);
+}
