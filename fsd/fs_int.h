@@ -85,6 +85,8 @@ struct fs {
 	pthread_t ithr;
 	int irunning, istop;
 	struct inval_job *ijobs;
+	pid_t itid;         /* the thread's id, for its state in /proc (atomic) */
+	unsigned idelay_ms; /* tests: the thread sleeps this long before each job */
 	pthread_mutex_t wmu;        /* waiters */
 	struct fs_waiter *waiters;  /* calls waiting for a lock while transactions are open (fs_tx_watch) */
 	pid_t intr[16];             /* threads whose request was interrupted before they waited (fs_interrupt) */

@@ -49,9 +49,10 @@
  *       shows the old one from a warm cache, and nothing a non-member sees
  *       can be lost by a crash (random_crash saw a commit that a kill -9
  *       before the flush took back, when the push came first).  The wait
- *       for them is bounded (notify_before_release): X4's exception.  A
- *       small file that grew first gets its new content stored
- *       in the kernel's page cache, which sets the kernel's size: a read
+ *       for them ends early only when the invalidating thread sleeps in
+ *       the kernel (notify_before_release): X4's exception.  A small file
+ *       that grew first gets its new content stored in the kernel's page
+ *       cache, which sets the kernel's size: a read
  *       that had checked the old size and then waited for these locks to
  *       fill a page would otherwise cut the new bytes to the old size
  *       (random_crash saw 'T30' of 'T3000030\n' after 'T0\n').
@@ -61,12 +62,15 @@
 #include "fs_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TX_MEMBERS 16
 
@@ -119,6 +123,8 @@ void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
 	f->grow = grow;
 	f->notify_ctx = ctx;
 	if (fn && !f->irunning) {
+		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS"); /* tests only: tests/tx */
+		f->idelay_ms = d ? (unsigned)strtoul(d, NULL, 10) : 0;
 		f->istop = 0;
 		f->irunning = pthread_create(&f->ithr, NULL, inval_thread, f) == 0;
 	}
@@ -499,6 +505,7 @@ static void job_put(fs *f, inval_job *j) /* under imu */
 static void *inval_thread(void *arg)
 {
 	fs *f = arg;
+	__atomic_store_n(&f->itid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->imu);
 	for (;;) {
 		while (!f->ijobs && !f->istop)
@@ -508,6 +515,10 @@ static void *inval_thread(void *arg)
 			break;
 		f->ijobs = j->next;
 		pthread_mutex_unlock(&f->imu);
+		if (f->idelay_ms) { /* tests: a slow thread (asleep, not in D) */
+			struct timespec d = {f->idelay_ms / 1000, (long)(f->idelay_ms % 1000) * 1000000l};
+			nanosleep(&d, NULL);
+		}
 		job_run(f, j);
 		pthread_mutex_lock(&f->imu);
 		j->done = 1;
@@ -522,19 +533,38 @@ static void *inval_thread(void *arg)
  * still keep every plain call from reading it, so that a non-member with
  * warm caches sees the whole commit or none of it.  The kernel may wait
  * inside an invalidation for a page or directory lock that a request
- * blocked on those very locks holds (a read filling that page): the wait
- * here is bounded, and past it the commit goes on and releases its locks,
- * the thread finishing the invalidations after (atomic then only for what
- * was invalidated before). */
+ * blocked on those very locks holds (a read filling that page): so the
+ * wait here ends when the thread, past INVAL_WAIT_NS, is found asleep in
+ * the kernel (state D: such a lock) at one of its looks, every
+ * INVAL_WAIT_NS; the commit then goes on and releases its locks, the
+ * thread finishing the invalidations after (atomic then only for what was
+ * invalidated before).  A thread that is merely slow -- runnable but not
+ * running on a loaded machine -- is waited for, up to INVAL_CAP_NS (it
+ * was given up on after 20 ms, and a non-member saw one file of a commit
+ * new and another old: random_crash under a parallel build). */
 #define INVAL_WAIT_NS 20000000ll
+#define INVAL_CAP_NS 5000000000ll
+
+/* Whether thread tid of this process sleeps uninterruptibly (D). */
+static int thread_in_d(pid_t tid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1; /* unknown: as before, do not wait on */
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	const char *r = strrchr(buf, ')');
+	return !r || r[1] != ' ' || r[2] == 'D';
+}
 
 static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job_contents; taken */
 {
 	struct timespec dl;
+	long long waited = 0;
 	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_nsec += INVAL_WAIT_NS;
-	if (dl.tv_nsec >= 1000000000l)
-		dl.tv_sec++, dl.tv_nsec -= 1000000000l;
 	pthread_mutex_lock(&f->imu);
 	j->refs = 2;
 	inval_job **pp = &f->ijobs;
@@ -542,8 +572,16 @@ static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job
 		pp = &(*pp)->next;
 	*pp = j;
 	pthread_cond_signal(&f->icv);
-	while (!j->done && pthread_cond_timedwait(&f->idone, &f->imu, &dl) == 0)
-		;
+	while (!j->done) {
+		dl.tv_nsec += INVAL_WAIT_NS;
+		if (dl.tv_nsec >= 1000000000l)
+			dl.tv_sec++, dl.tv_nsec -= 1000000000l;
+		while (!j->done && pthread_cond_timedwait(&f->idone, &f->imu, &dl) == 0)
+			;
+		waited += INVAL_WAIT_NS;
+		if (j->done || waited >= INVAL_CAP_NS || thread_in_d(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)))
+			break;
+	}
 	if (!j->done)
 		__atomic_add_fetch(&f->ctr.inval_late, 1, __ATOMIC_RELAXED);
 	job_put(f, j);

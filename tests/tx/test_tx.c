@@ -1181,6 +1181,37 @@ Test(tx, commit_shows_everything_at_once, .timeout = 120)
 	finish();
 }
 
+/* X6: a slow invalidation thread -- asleep before each job (the daemon's
+ * test hook), as a loaded machine may keep it from running, not blocked
+ * in the kernel -- is waited for: right after txcommit a non-member reads
+ * the new bytes, through the descriptor and page cache it warmed before
+ * and through a fresh open (given up on after 20 ms, as before, it read
+ * "old" both ways: a commit seen in one file and not in another). */
+Test(tx, commit_waits_for_a_slow_invalidation_thread, .timeout = 120)
+{
+	char buf[16];
+	setenv("TPFSD_TEST_INVAL_DELAY_MS", "300", 1);
+	start();
+	unsetenv("TPFSD_TEST_INVAL_DELAY_MS");
+	put("w", "old\n");
+	int fd = open(mp("w"), O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0);
+	ssize_t n = pread(fd, buf, sizeof buf - 1, 0); /* the page cache, warm */
+	cr_assert_eq(n, 4);
+	tsh *s = tsh_open("T", 1);
+	SH_OK(s, "printf 'new\\n' > w"); /* the same size: only dropping pages shows it */
+	tsh_commit(s);
+	n = pread(fd, buf, sizeof buf - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	cr_expect(n == 4 && !strcmp(buf, "new\n"),
+		  "non-member: w through its warm descriptor reads \"%s\" right after txcommit, expected \"new\\n\"", buf);
+	n = nm_read("w", buf, sizeof buf);
+	cr_expect(n == 4 && !strcmp(buf, "new\n"), "non-member: w opened after txcommit reads \"%s\", expected \"new\\n\"",
+		  buf);
+	close(fd);
+	finish();
+}
+
 /* After txabort members and non-members see the old state; the members'
  * own caches hold nothing of the aborted changes. */
 Test(tx, abort_restores_old_state, .timeout = 120)
