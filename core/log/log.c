@@ -471,12 +471,12 @@ static int put_locked(log_mgr *lg, log_rec *r)
 			rec_encode(b, pad, lg->last, &skip);
 		}
 		pos = start;
-		__atomic_store_n(&lg->end, start, __ATOMIC_RELAXED);
+		__atomic_store_n(&lg->end, start, __ATOMIC_RELEASE);
 	}
 	r->lsn = pos;
 	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
 	lg->last = pos;
-	__atomic_store_n(&lg->end, end, __ATOMIC_RELAXED); /* log_end reads it without mu */
+	__atomic_store_n(&lg->end, end, __ATOMIC_RELEASE); /* log_end reads it without mu (txn T6) */
 	if (lg->end > pos + size) /* tail too short for a header, and the next segment's header */
 		memset(lg->buf + (pos + size - lg->buf_lsn), 0, lg->end - pos - size);
 	lg->st.records++;
@@ -803,9 +803,10 @@ int log_commit_flush(log_mgr *lg, uint64_t lsn)
 
 uint64_t log_end(log_mgr *lg)
 {
-	/* every store of it is atomic (under mu); a caller that must see an
-	 * append (T7's read-only commit) follows it through a lock release */
-	return __atomic_load_n(&lg->end, __ATOMIC_RELAXED);
+	/* every store of it is atomic (under mu), a release: what an appender
+	 * did before its append is seen by a thread that read the end it made
+	 * (txn T6) */
+	return __atomic_load_n(&lg->end, __ATOMIC_ACQUIRE);
 }
 
 uint64_t log_durable(log_mgr *lg)

@@ -60,19 +60,25 @@
  *       TXN_SPARES): its mutex and lock owner stay initialized, every other
  *       field is zeroed as for a new one, and the owner, which released
  *       everything at the end, takes the new id (lock_owner_renew).
- *   T6  A record of t is appended and t's LSN fields and state updated in
- *       one critical section of t->mu, which a checkpoint's snapshot of the
- *       table also takes: a record appended before the snapshot's start LSN
- *       is always reflected in the snapshot (rec.c relies on it).
+ *   T6  A record of t is appended and t's LSN fields and state updated
+ *       inside one odd span of t->seq (a sequence lock: odd while t
+ *       appends; lsns_read retries until it reads an even value twice
+ *       around the fields).  The odd value is stored before the append
+ *       stores the log's end (a release), so a checkpoint that read the end
+ *       (an acquire) and then t's fields finds every record below that end
+ *       in them: a record appended before the snapshot's start LSN is
+ *       always reflected in the snapshot (rec.c relies on it).  (A mutex
+ *       per transaction did this, two lock/unlock pairs per update.)
  *
- * A transaction is used by one thread at a time; its mutex only orders it
- * against checkpoints.  Lock order: tm->mu, then t->mu, then the log's.
+ * A transaction is used by one thread at a time; its sequence lock only
+ * orders it against checkpoints.  Lock order: tm->mu, then the log's.
  */
 #include "txn.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,13 +99,15 @@
 struct txn {
 	txn_mgr *tm;
 	uint64_t id;
-	pthread_mutex_t mu;  /* held across each append and the fields below (T6) */
 	lock_owner *locks;   /* its locks, released at commit or abort */
 	/* (a reused transaction keeps the fields above: T12) */
+	/* T6: written by its thread inside an odd span of seq (atomic stores),
+	 * read by others through lsns_read */
+	unsigned seq;
 	uint64_t first_lsn;  /* first record, 0 if none yet */
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
-	uint64_t undo_next;  /* T4 */
-	uint64_t pub_undo_next; /* under mu: undo_next as of the last record appended (checkpoints) */
+	uint64_t undo_next;  /* T4 (its thread's only) */
+	uint64_t pub_undo_next; /* undo_next as of the last record appended (checkpoints) */
 	int ended;           /* its COMMIT or ABORT record is in the log */
 	int doomed;          /* a deadlock victim or timed out: may only abort */
 	int rolling_back;    /* in rollback: compensations go on even if doomed */
@@ -254,7 +262,6 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 static void txn_destroy(txn *t)
 {
 	lock_owner_free(t->locks);
-	pthread_mutex_destroy(&t->mu);
 	free(t);
 }
 
@@ -333,12 +340,11 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	if (t) { /* T12: its mutex and lock owner kept, the rest as new */
 		tm->spare = t->next;
 		tm->nspare--;
-		memset((char *)t + offsetof(txn, first_lsn), 0, sizeof *t - offsetof(txn, first_lsn));
+		memset((char *)t + offsetof(txn, seq), 0, sizeof *t - offsetof(txn, seq));
 	} else {
 		pthread_mutex_unlock(&tm->mu);
 		if (!(t = calloc(1, sizeof *t)))
 			return ENOMEM;
-		pthread_mutex_init(&t->mu, NULL);
 		pthread_mutex_lock(&tm->mu);
 		tm->allocs++;
 	}
@@ -349,7 +355,6 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	int reused = t->locks != NULL, rc = reused ? 0 : lock_owner_new(tm->lm, t->id, &t->locks);
 	if (rc) {
 		pthread_mutex_unlock(&tm->mu);
-		pthread_mutex_destroy(&t->mu);
 		free(t);
 		return rc;
 	}
@@ -381,31 +386,60 @@ buf_pool *txn_mgr_pool(const txn_mgr *tm) { return tm->bp; }
 log_mgr *txn_mgr_log(const txn_mgr *tm) { return tm->lg; }
 lock_mgr *txn_mgr_locks(const txn_mgr *tm) { return tm->lm; }
 
-/* Records that r (just appended) belongs to t (t->mu held; T4, T6). */
+/* T6: t's thread opens (odd) and closes (even) the span of an append. */
+static void seq_open(txn *t)
+{
+	__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE); /* odd before the fields and the log's end */
+}
+
+static void seq_close(txn *t) { __atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELEASE); }
+
+/* Records that r (just appended) belongs to t (in an odd span; T4, T6). */
 static void note(txn *t, const log_rec *r)
 {
 	if (!t->first_lsn)
-		t->first_lsn = r->lsn;
-	t->last_lsn = r->lsn;
+		__atomic_store_n(&t->first_lsn, r->lsn, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->last_lsn, r->lsn, __ATOMIC_RELAXED);
 	if (r->type == OP_COMMIT || r->type == OP_ABORT)
-		t->ended = 1;
+		__atomic_store_n(&t->ended, 1, __ATOMIC_RELAXED);
 	else if (r->flags & LOG_CLR)
 		t->undo_next = r->undo_next;
 	else
 		t->undo_next = r->lsn;
-	t->pub_undo_next = t->undo_next;
+	__atomic_store_n(&t->pub_undo_next, t->undo_next, __ATOMIC_RELAXED);
+}
+
+/* T6: t's fields as of a moment no append of t was under way, read by
+ * another thread (under tm->mu: t stays in the table). */
+static int lsns_read(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
+{
+	for (;;) {
+		unsigned s = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+		if (s & 1) { /* an append under way: it ends in a few instructions */
+			sched_yield();
+			continue;
+		}
+		*first = __atomic_load_n(&t->first_lsn, __ATOMIC_RELAXED);
+		*last = __atomic_load_n(&t->last_lsn, __ATOMIC_RELAXED);
+		*undo_next = __atomic_load_n(&t->pub_undo_next, __ATOMIC_RELAXED);
+		int ended = __atomic_load_n(&t->ended, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&t->seq, __ATOMIC_RELAXED) == s)
+			return ended;
+	}
 }
 
 /* Appends a record of t that changes no page (T6). */
 static int txn_log(txn *t, log_rec *r)
 {
-	pthread_mutex_lock(&t->mu);
+	seq_open(t);
 	r->prev_lsn = t->last_lsn;
 	r->txid = t->id;
 	int rc = log_put(t->tm->lg, r);
 	if (!rc)
 		note(t, r);
-	pthread_mutex_unlock(&t->mu);
+	seq_close(t);
 	return rc;
 }
 
@@ -423,7 +457,7 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 		return util_err(TP_EINVAL, "operation %u is not a page operation", r->type);
 	if (!buf_dirty_already(pg)) /* (most changes hit a dirty page: no mutex) */
 		buf_dirty(bp, pg, log_end(t->tm->lg)); /* B6 */
-	pthread_mutex_lock(&t->mu);
+	seq_open(t);
 	r->prev_lsn = t->last_lsn;
 	r->txid = t->id;
 	if (t->rolling_back)
@@ -434,7 +468,7 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 		rc = log_put_page(t->tm->lg, r, buf_data(pg), psize, image ? 0 : buf_page_lsn(pg), OP_FPI, &fpi);
 	if (!rc)
 		note(t, r);
-	pthread_mutex_unlock(&t->mu);
+	seq_close(t);
 	if (rc)
 		return rc;
 	if ((op->flags & OPF_FULLPAGE) || fpi) /* B12 */
@@ -966,14 +1000,7 @@ void txn_foreach(txn_mgr *tm, void (*fn)(void *ctx, const txn *t), void *ctx)
 
 int txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
 {
-	txn *m = (txn *)t; /* the mutex only */
-	pthread_mutex_lock(&m->mu);
-	*first = t->first_lsn;
-	*last = t->last_lsn;
-	*undo_next = t->pub_undo_next;
-	int ended = t->ended;
-	pthread_mutex_unlock(&m->mu);
-	return ended;
+	return lsns_read(t, first, last, undo_next);
 }
 
 uint64_t txn_oldest_lsn(txn_mgr *tm)
@@ -981,10 +1008,10 @@ uint64_t txn_oldest_lsn(txn_mgr *tm)
 	uint64_t m = UINT64_MAX;
 	pthread_mutex_lock(&tm->mu);
 	for (txn *t = tm->head; t; t = t->next) {
-		pthread_mutex_lock(&t->mu);
-		if (t->first_lsn && t->first_lsn < m)
-			m = t->first_lsn;
-		pthread_mutex_unlock(&t->mu);
+		uint64_t first, last, un;
+		(void)lsns_read(t, &first, &last, &un);
+		if (first && first < m)
+			m = first;
 	}
 	pthread_mutex_unlock(&tm->mu);
 	return m;

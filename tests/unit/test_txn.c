@@ -637,3 +637,64 @@ Test(txn, readers_escalate_to_shared_and_do_not_block_readers)
 	cr_assert_eq(txn_abort(b), 0);
 	cr_assert_eq(txn_commit(a, 1), 0);
 }
+
+/* ---- T6: a checkpoint's view of a transaction ---- */
+
+static struct {
+	txn *t;
+	uint64_t rec;   /* size of each of its records */
+	int stop;       /* atomic */
+	uint64_t looks, missed, first_missed_end, first_missed_last;
+} t6;
+
+/* As a checkpoint: the log's end, then the transaction's LSNs.  It is the
+ * only appender, of records rec bytes apart (but where a segment ends): a
+ * record of it below the end that its LSNs do not show is one found at
+ * last + rec < end. */
+static void *t6_reader(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&t6.stop, __ATOMIC_ACQUIRE)) {
+		uint64_t end = log_end(E.lg), first, last, un;
+		(void)txn_lsns(t6.t, &first, &last, &un);
+		t6.looks++;
+		if (!last || last + t6.rec >= end)
+			continue;
+		/* (a segment's padding is no record: look at what is there) */
+		log_rec r;
+		void *b = NULL;
+		int real = log_read(E.lg, last + t6.rec, &r, &b) == 0 && r.txid == txn_id(t6.t);
+		free(b);
+		if (real && !t6.missed++) {
+			t6.first_missed_end = end;
+			t6.first_missed_last = last;
+		}
+	}
+	return NULL;
+}
+
+Test(txn, a_checkpoint_sees_every_record_below_the_end_it_read)
+{
+	uint64_t p[1];
+	make_pages(p, 1);
+	unsigned char v[8] = "abcdefgh";
+	t6.t = begin();
+	cr_assert_eq(op_page_set(t6.t, p[0], BUF_HDR, v, 8), 0); /* (a page image, if any, comes first) */
+	uint64_t a = page_lsn(p[0]);
+	cr_assert_eq(op_page_set(t6.t, p[0], BUF_HDR, v, 8), 0);
+	t6.rec = page_lsn(p[0]) - a;
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, t6_reader, NULL), 0);
+	for (int i = 0; i < 100000; i++) {
+		v[0] = (unsigned char)i;
+		cr_assert_eq(op_page_set(t6.t, p[0], BUF_HDR, v, 8), 0);
+	}
+	__atomic_store_n(&t6.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	cr_assert_gt(t6.looks, 100, "the reader looked only %" PRIu64 " times", t6.looks);
+	cr_assert_eq(t6.missed, 0,
+		     "T6: %" PRIu64 " of %" PRIu64 " looks missed a record below the end read; the first: end %" PRIu64
+		     ", last %" PRIu64 " (records %" PRIu64 " bytes apart)",
+		     t6.missed, t6.looks, t6.first_missed_end, t6.first_missed_last, t6.rec);
+	cr_assert_eq(txn_commit(t6.t, 1), 0);
+}
