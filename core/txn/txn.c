@@ -389,8 +389,9 @@ lock_mgr *txn_mgr_locks(const txn_mgr *tm) { return tm->lm; }
 /* T6: t's thread opens (odd) and closes (even) the span of an append. */
 static void seq_open(txn *t)
 {
+	/* odd before the fields (their stores are releases) and before the
+	 * log's end (a release too); no fences: TSan takes none */
 	__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE); /* odd before the fields and the log's end */
 }
 
 static void seq_close(txn *t) { __atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELEASE); }
@@ -399,15 +400,15 @@ static void seq_close(txn *t) { __atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_R
 static void note(txn *t, const log_rec *r)
 {
 	if (!t->first_lsn)
-		__atomic_store_n(&t->first_lsn, r->lsn, __ATOMIC_RELAXED);
-	__atomic_store_n(&t->last_lsn, r->lsn, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->first_lsn, r->lsn, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->last_lsn, r->lsn, __ATOMIC_RELEASE);
 	if (r->type == OP_COMMIT || r->type == OP_ABORT)
-		__atomic_store_n(&t->ended, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->ended, 1, __ATOMIC_RELEASE);
 	else if (r->flags & LOG_CLR)
 		t->undo_next = r->undo_next;
 	else
 		t->undo_next = r->lsn;
-	__atomic_store_n(&t->pub_undo_next, t->undo_next, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->pub_undo_next, t->undo_next, __ATOMIC_RELEASE);
 }
 
 /* T6: t's fields as of a moment no append of t was under way, read by
@@ -420,12 +421,13 @@ static int lsns_read(const txn *t, uint64_t *first, uint64_t *last, uint64_t *un
 			sched_yield();
 			continue;
 		}
-		*first = __atomic_load_n(&t->first_lsn, __ATOMIC_RELAXED);
-		*last = __atomic_load_n(&t->last_lsn, __ATOMIC_RELAXED);
-		*undo_next = __atomic_load_n(&t->pub_undo_next, __ATOMIC_RELAXED);
-		int ended = __atomic_load_n(&t->ended, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&t->seq, __ATOMIC_RELAXED) == s)
+		/* acquires: a value of the next append's (a release after its
+		 * odd store) makes the second look at seq see it changed */
+		*first = __atomic_load_n(&t->first_lsn, __ATOMIC_ACQUIRE);
+		*last = __atomic_load_n(&t->last_lsn, __ATOMIC_ACQUIRE);
+		*undo_next = __atomic_load_n(&t->pub_undo_next, __ATOMIC_ACQUIRE);
+		int ended = __atomic_load_n(&t->ended, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&t->seq, __ATOMIC_ACQUIRE) == s)
 			return ended;
 	}
 }
