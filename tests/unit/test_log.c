@@ -1117,19 +1117,26 @@ static int spy_sync(void *h) { return posix_be->sync(((spy_h *)h)->h); }
 static int spy_size(void *h, uint64_t *out) { return posix_be->size(((spy_h *)h)->h, out); }
 static int spy_truncate(void *h, uint64_t size) { return posix_be->truncate(((spy_h *)h)->h, size); }
 
-Test(log, durable_bytes_are_never_rewritten)
+/* Installs the spy backend over POSIX with these writes. */
+static void spy_install(int (*pwrite)(void *, const void *, size_t, uint64_t, size_t *),
+			int (*pwrite_durable)(void *, const void *, size_t, uint64_t, size_t *))
 {
 	posix_be = io_posix_backend();
 	spy_be = *posix_be;
 	spy_be.open = spy_open;
 	spy_be.close = spy_close;
 	spy_be.pread = spy_pread;
-	spy_be.pwrite = spy_pwrite;
-	spy_be.pwrite_durable = spy_pwrite_durable;
+	spy_be.pwrite = pwrite;
+	spy_be.pwrite_durable = pwrite_durable;
 	spy_be.sync = spy_sync;
 	spy_be.size = spy_size;
 	spy_be.truncate = spy_truncate;
 	io_set_backend(&spy_be);
+}
+
+Test(log, durable_bytes_are_never_rewritten)
+{
+	spy_install(spy_pwrite, spy_pwrite_durable);
 	spy_durables = 0;
 	log_mgr *lg = create_open();
 	static exp_rec v[151];
@@ -1189,17 +1196,7 @@ static int who_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t
  * all from the files. */
 static void append_alone(int writer)
 {
-	posix_be = io_posix_backend();
-	spy_be = *posix_be;
-	spy_be.open = spy_open;
-	spy_be.close = spy_close;
-	spy_be.pread = spy_pread;
-	spy_be.pwrite = who_pwrite;
-	spy_be.pwrite_durable = NULL;
-	spy_be.sync = spy_sync;
-	spy_be.size = spy_size;
-	spy_be.truncate = spy_truncate;
-	io_set_backend(&spy_be);
+	spy_install(who_pwrite, NULL);
 	who_appender = pthread_self();
 	who_mine = who_other = 0;
 	log_config c = cfg_of(SEG, 0);
