@@ -57,7 +57,7 @@
  *       away from it, and txn_unlock forgets the name first, so the table
  *       never claims more than the manager grants.
  *   T12 An ended transaction's object is kept for the next begin (up to
- *       TXN_SPARES): its mutex and lock owner stay initialized, every other
+ *       TXN_SPARES): its lock owner stays initialized, every other
  *       field is zeroed as for a new one, and the owner, which released
  *       everything at the end, takes the new id (lock_owner_renew).
  *   T6  A record of t is appended and t's LSN fields and state updated
@@ -82,6 +82,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "io.h"
 #include "lock.h"
@@ -139,7 +140,7 @@ struct txn_mgr {
 	uint64_t next_id;
 	txn *head;
 	size_t n;
-	txn *spare;          /* T12: ended transactions, linked by next, with their mutex and lock owner */
+	txn *spare;          /* T12: ended transactions, linked by next, with their lock owner */
 	size_t nspare;
 	uint64_t allocs;     /* transaction objects allocated (not reused) */
 	int closing;         /* txn_mgr_close: ended transactions are freed */
@@ -258,7 +259,7 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 	return 0;
 }
 
-/* Frees an ended transaction's object, its mutex and lock owner. */
+/* Frees an ended transaction's object and its lock owner. */
 static void txn_destroy(txn *t)
 {
 	lock_owner_free(t->locks);
@@ -337,7 +338,7 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 {
 	pthread_mutex_lock(&tm->mu);
 	txn *t = tm->spare;
-	if (t) { /* T12: its mutex and lock owner kept, the rest as new */
+	if (t) { /* T12: its lock owner kept, the rest as new */
 		tm->spare = t->next;
 		tm->nspare--;
 		memset((char *)t + offsetof(txn, seq), 0, sizeof *t - offsetof(txn, seq));
@@ -415,10 +416,16 @@ static void note(txn *t, const log_rec *r)
  * another thread (under tm->mu: t stays in the table). */
 static int lsns_read(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
 {
-	for (;;) {
+	for (unsigned spins = 0;; spins++) {
 		unsigned s = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
-		if (s & 1) { /* an append under way: it ends in a few instructions */
-			sched_yield();
+		if (s & 1) { /* an append under way: it ends in a few instructions,
+			      * unless it waits (for room in the log, a new segment) */
+			if (spins < 100) {
+				sched_yield();
+			} else {
+				struct timespec ts = {0, 20000};
+				nanosleep(&ts, NULL);
+			}
 			continue;
 		}
 		/* acquires: a value of the next append's (a release after its
