@@ -145,40 +145,13 @@ int tp_mkfs(const char *path, const tp_options *o)
 	return store_create(path, &sb, &m); /* last: a store without it is not one */
 }
 
-#define HANDLE_SPARES 64 /* ended handles kept for reuse: a begin allocates none */
-
-static void handle_unlink(tp_txn *t)
-{
-	tp_env *env = t->env;
-	pthread_mutex_lock(&env->txns_mu);
-	*t->pprev = t->next;
-	if (t->next)
-		t->next->pprev = t->pprev;
-	int keep = env->nspare < HANDLE_SPARES;
-	if (keep) {
-		t->next = env->spare;
-		env->spare = t;
-		env->nspare++;
-	}
-	pthread_mutex_unlock(&env->txns_mu);
-	if (!keep)
-		free(t);
-}
-
 static int bg_start(tp_env *env);
 static void bg_stop(tp_env *env);
 
 static void env_free(tp_env *env)
 {
 	bg_stop(env);
-	while (env->txns) /* handles of transactions left open: recovery undoes them */
-		handle_unlink(env->txns);
-	while (env->spare) {
-		tp_txn *t = env->spare;
-		env->spare = t->next;
-		free(t);
-	}
-	pthread_mutex_destroy(&env->txns_mu);
+	/* transactions left open (their handles with them): recovery undoes them */
 	txn_mgr_close(env->tm);
 	buf_close(env->bp);
 	if (env->data)
@@ -240,7 +213,6 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	if (!env)
 		return ENOMEM;
 	pthread_mutex_init(&env->ckpt_mu, NULL);
-	pthread_mutex_init(&env->txns_mu, NULL);
 	pthread_mutex_init(&env->bg_mu, NULL);
 	util_cond_init_mono(&env->bg_cv);
 	if (o)
@@ -360,32 +332,22 @@ int tp_sync(tp_env *env) { return log_flush(env->lg, log_end(env->lg)); }
 
 /* ---- transactions ---- */
 
+_Static_assert(sizeof(tp_txn) <= TXN_USER_BYTES, "a tp_txn fits the transaction's user bytes");
+
+/* A handle lives in its transaction object (txn_user): no allocation, no
+ * list; it ends with the transaction (commit, abort, or tp_close, which
+ * frees the transactions left open). */
 int tp_begin(tp_env *env, tp_txn **out)
 {
-	tp_txn *t;
 	int rc;
 	if (env->opt.readonly)
 		return util_err(EROFS, "%s: the store is open read-only", env->path);
 	txn *tx;
 	if ((rc = txn_begin(env->tm, &tx)) != 0)
 		return rc;
-	pthread_mutex_lock(&env->txns_mu);
-	if ((t = env->spare) != NULL) {
-		env->spare = t->next;
-		env->nspare--;
-	} else if (!(t = malloc(sizeof *t))) {
-		pthread_mutex_unlock(&env->txns_mu);
-		(void)txn_abort(tx);
-		return ENOMEM;
-	}
+	tp_txn *t = txn_user(tx);
 	t->t = tx;
 	t->env = env;
-	t->next = env->txns;
-	if (env->txns)
-		env->txns->pprev = &t->next;
-	t->pprev = &env->txns;
-	env->txns = t;
-	pthread_mutex_unlock(&env->txns_mu);
 	*out = t;
 	return 0;
 }
@@ -480,7 +442,6 @@ int tp_commit(tp_txn *t, int flags)
 {
 	tp_env *env = t->env;
 	int rc = txn_commit(t->t, flags & TP_COMMIT_NOSYNC);
-	handle_unlink(t);
 	if (!rc)
 		maybe_checkpoint(env);
 	return rc;
@@ -490,18 +451,12 @@ int tp_commit_held(tp_txn *t, const void *keep, size_t kplen, void (*held)(void 
 {
 	tp_env *env = t->env;
 	int rc = txn_commit_held(t->t, keep, kplen, held, arg);
-	handle_unlink(t);
 	if (!rc)
 		maybe_checkpoint(env);
 	return rc;
 }
 
-int tp_abort(tp_txn *t)
-{
-	int rc = txn_abort(t->t);
-	handle_unlink(t);
-	return rc;
-}
+int tp_abort(tp_txn *t) { return txn_abort(t->t); }
 
 uint64_t tp_txn_id(const tp_txn *t) { return txn_id(t->t); }
 

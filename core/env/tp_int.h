@@ -40,16 +40,11 @@ struct tp_env {
 	int bg_kick, bg_stop;
 	int bg_kicked;            /* atomic: a kick is pending (commits skip bg_mu) */
 	rec_result rec;
-	pthread_mutex_t txns_mu;  /* the list of open handles */
-	struct tp_txn *txns;      /* freed by tp_close if the caller did not end them */
-	struct tp_txn *spare;     /* ended handles kept for the next tp_begin (under txns_mu) */
-	size_t nspare;
 };
 
 struct tp_txn {
 	tp_env *env;
 	txn *t;
-	struct tp_txn *next, **pprev; /* env->txns, under env->txns_mu */
 };
 
 #endif

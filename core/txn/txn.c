@@ -101,6 +101,7 @@ struct txn {
 	txn_mgr *tm;
 	uint64_t id;
 	lock_owner *locks;   /* its locks, released at commit or abort */
+	_Alignas(8) unsigned char user[TXN_USER_BYTES]; /* txn_user */
 	/* (a reused transaction keeps the fields above: T12) */
 	/* T6: written by its thread inside an odd span of seq (atomic stores),
 	 * read by others through lsns_read */
@@ -381,6 +382,7 @@ int txn_begin(txn_mgr *tm, txn **out)
 }
 
 uint64_t txn_id(const txn *t) { return t->id; }
+void *txn_user(txn *t) { return t->user; }
 txn_mgr *txn_mgr_of(const txn *t) { return t->tm; }
 buf_pool *txn_pool(const txn *t) { return t->tm->bp; }
 buf_pool *txn_mgr_pool(const txn_mgr *tm) { return tm->bp; }

@@ -24,6 +24,10 @@ size_t txn_active(txn_mgr *tm);
 
 /* Transactions */
 int txn_begin(txn_mgr *tm, txn **out);
+/* TXN_USER_BYTES bytes (8-aligned) for the caller, part of t's object:
+ * valid until t ends (commit, abort, txn_mgr_close). */
+#define TXN_USER_BYTES 32
+void *txn_user(txn *t);
 /* Logs the commit record and, unless nosync, returns once it is durable
  * (W3).  The transaction is gone afterwards, whatever the result; if the
  * commit record could not be logged, the transaction was rolled back. */
