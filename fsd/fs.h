@@ -256,6 +256,9 @@ void fs_interrupt_done(fs *f, pid_t tid);
  * inside a transaction asked for it three times. */
 pid_t fs_thread_id(void);
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
+/* Whether process or thread pid sleeps uninterruptibly (state D of
+ * /proc/PID/stat): 1, 0, or -1 when that cannot be read. */
+int fs_sleeps_in_kernel(pid_t pid);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);
 

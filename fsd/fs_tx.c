@@ -68,7 +68,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -505,7 +504,7 @@ static void job_put(fs *f, inval_job *j) /* under imu */
 static void *inval_thread(void *arg)
 {
 	fs *f = arg;
-	__atomic_store_n(&f->itid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
+	__atomic_store_n(&f->itid, fs_thread_id(), __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->imu);
 	for (;;) {
 		while (!f->ijobs && !f->istop)
@@ -545,19 +544,20 @@ static void *inval_thread(void *arg)
 #define INVAL_WAIT_NS 20000000ll
 #define INVAL_CAP_NS 5000000000ll
 
-/* Whether thread tid of this process sleeps uninterruptibly (D). */
-static int thread_in_d(pid_t tid)
+int fs_sleeps_in_kernel(pid_t pid)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 1; /* unknown: as before, do not wait on */
+		return -1;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	buf[n > 0 ? n : 0] = 0;
 	const char *r = strrchr(buf, ')');
-	return !r || r[1] != ' ' || r[2] == 'D';
+	if (!r || r[1] != ' ' || !r[2])
+		return -1;
+	return r[2] == 'D';
 }
 
 static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job_contents; taken */
@@ -579,7 +579,8 @@ static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job
 		while (!j->done && pthread_cond_timedwait(&f->idone, &f->imu, &dl) == 0)
 			;
 		waited += INVAL_WAIT_NS;
-		if (j->done || waited >= INVAL_CAP_NS || thread_in_d(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)))
+		/* (unknown counts as asleep: not waited on, as before) */
+		if (j->done || waited >= INVAL_CAP_NS || fs_sleeps_in_kernel(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)))
 			break;
 	}
 	if (!j->done)

@@ -786,20 +786,13 @@ static int blocked_in_kernel(pid_t pid, void *ctx)
 {
 	char path[64], buf[512];
 	(void)ctx;
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (fs_sleeps_in_kernel(pid) != 1)
+		return 0;
+	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
 	FILE *fp = fopen(path, "re");
 	if (!fp)
 		return 0;
 	size_t n = fread(buf, 1, sizeof buf - 1, fp);
-	fclose(fp);
-	buf[n] = 0;
-	char *r = strrchr(buf, ')');
-	if (!r || r[1] != ' ' || r[2] != 'D')
-		return 0;
-	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
-	if (!(fp = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof buf - 1, fp);
 	fclose(fp);
 	buf[n] = 0;
 	return strstr(buf, "request_wait_answer") == NULL && strstr(buf, "fuse_wait") == NULL;

@@ -352,29 +352,31 @@ int tp_begin(tp_env *env, tp_txn **out)
 	return 0;
 }
 
-/* Whether a checkpoint is due: enough log, or enough time and some log,
- * since the last (read without ckpt_mu, which a checkpoint holds long). */
-static int ckpt_due(tp_env *env)
+/* Whether a checkpoint is due: enough log, or (unless bytes_only) enough
+ * time and some log, since the last (read without ckpt_mu, which a
+ * checkpoint holds long). */
+static int ckpt_due(tp_env *env, int bytes_only)
 {
 	uint64_t end = log_end(env->lg), last = __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED);
+	if (end - last >= env->opt.ckpt_log_bytes)
+		return 1;
 	uint64_t at = __atomic_load_n(&env->ckpt_ns, __ATOMIC_RELAXED);
-	return end - last >= env->opt.ckpt_log_bytes ||
-	       (env->opt.ckpt_ms && end != last && util_now_ns() - at >= (uint64_t)env->opt.ckpt_ms * 1000000u);
+	return !bytes_only && env->opt.ckpt_ms && end != last &&
+	       util_now_ns() - at >= (uint64_t)env->opt.ckpt_ms * 1000000u;
 }
 
 /* After a commit: a checkpoint if one is due, taken here or by the
  * background thread, which is only woken. */
 static void maybe_checkpoint(tp_env *env)
 {
+	/* with the thread, its own clock covers ckpt_ms: a commit looks at
+	 * the log's growth only (no clock read per commit) */
+	if (!ckpt_due(env, env->bg_running))
+		return;
 	if (!env->bg_running) {
-		if (ckpt_due(env))
-			(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
+		(void)tp_checkpoint(env); /* a failure panics the log; commits report it */
 		return;
 	}
-	/* the thread's own clock covers ckpt_ms: a commit looks at the log's
-	 * growth only (no clock read per commit) */
-	if (log_end(env->lg) - __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED) < env->opt.ckpt_log_bytes)
-		return;
 	if (__atomic_exchange_n(&env->bg_kicked, 1, __ATOMIC_ACQ_REL))
 		return; /* woken already */
 	pthread_mutex_lock(&env->bg_mu);
@@ -404,7 +406,7 @@ static void *bg_main(void *arg)
 		env->bg_kick = 0;
 		__atomic_store_n(&env->bg_kicked, 0, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&env->bg_mu);
-		if (ckpt_due(env) && !log_panicked(env->lg))
+		if (ckpt_due(env, 0) && !log_panicked(env->lg))
 			(void)checkpoint(env, 1); /* a failure panics the log; commits report it */
 		pthread_mutex_lock(&env->bg_mu);
 	}
