@@ -219,7 +219,8 @@ struct fsd_txs {
 	int nexpire;             /* expire threads running (atomic) */
 	seen_ent seen[MAX_SEEN]; /* under mu */
 	group_rule rules[MAX_RULES];
-	int nseen, nrules, ndoomed; /* ndoomed (doomed entries and rules): relaxed atomic reads */
+	int nseen, nrules;
+	int ndoomed; /* doomed entries and rules: changed under mu by doomed_add, read without it */
 	struct fuse_session *se;
 	pthread_mutex_t mu;     /* cache, bound */
 	cache_ent cache[CACHE_SLOTS];
@@ -362,6 +363,13 @@ static int orphaned(fsd *d, const proc *chain, int n)
 	return 0;
 }
 
+/* Counts a doomed entry or rule in (+1) or out (-1), under x->mu; an
+ * atomic store because fsd_caller reads the count without the mutex. */
+static void doomed_add(struct fsd_txs *x, int delta)
+{
+	__atomic_store_n(&x->ndoomed, x->ndoomed + delta, __ATOMIC_RELAXED);
+}
+
 /* L2: the rule for bound process b, which exited (under x->mu; once). */
 static void group_rule_add(struct fsd_txs *x, bound *b)
 {
@@ -371,7 +379,7 @@ static void group_rule_add(struct fsd_txs *x, bound *b)
 					     .session = b->leader,
 					     .since = b->since,
 					     .until = boot_ticks() + 1};
-	x->ndoomed++;
+	doomed_add(x, 1);
 	b->ruled = 1;
 }
 
@@ -524,14 +532,14 @@ static void seen_sweep(struct fsd_txs *x, uint64_t doom_txid)
 		proc p;
 		if (doom_txid && s->txid == doom_txid && !s->doomed) {
 			s->doomed = 1;
-			x->ndoomed++;
+			doomed_add(x, 1);
 		}
 		int gone = proc_read(s->pid, &p) != 0 || p.start != s->start;
 		fs_tx *tx = s->doomed ? NULL : fs_tx_by_id(x->d->fs, s->txid);
 		fs_tx_put(tx);
 		if (gone || (!s->doomed && !tx)) {
 			if (s->doomed)
-				x->ndoomed--;
+				doomed_add(x, -1);
 			x->seen[j] = x->seen[--x->nseen];
 			continue;
 		}
@@ -568,7 +576,7 @@ static void seen_sweep(struct fsd_txs *x, uint64_t doom_txid)
 		for (int k = 0; k < x->nrules; k++)
 			if (!memcmp(&x->rules[k], &rules[r], sizeof rules[r])) {
 				x->rules[k] = x->rules[--x->nrules];
-				x->ndoomed--;
+				doomed_add(x, -1);
 				break;
 			}
 	}
