@@ -588,6 +588,17 @@ static void report(void)
 			 n > 1 ? "s" : "", n > 1 ? ", serialized by a global mutex" : "");
 		target(what, tr->ran && ur->ran && tps(ur) > 0, tps(ur) > 0 ? tps(tr) / tps(ur) : 0, 0.85);
 	}
+	/* the same ratio for Berkeley DB, LIBTP's descendant: what protection
+	 * costs a mature engine when the data is in memory (no target) */
+	int bu = mode_of(1, "unprotected");
+	for (int k = 0; bu >= 0 && bn >= 0 && k < opt.nthreads; k++) {
+		result *br = &res[1][bn][k], *ur = &res[1][bu][k];
+		int n = opt.threads[k];
+		if (br->ran && ur->ran && tps(ur) > 0)
+			printf("- for reference, %d thread%s: Berkeley DB DB_TXN_NOSYNC / its trees unprotected "
+			       "(DB_INIT_MPOOL alone): %.2f\n",
+			       n, n > 1 ? "s" : "", tps(br) / tps(ur));
+	}
 }
 
 /* A mode's worker handles, kept open for the whole run. */
