@@ -808,11 +808,14 @@ int fs_report(fs *f, char *buf, size_t size)
 			 " page images; segments: %" PRIu64 " made, %" PRIu64 " reused\n"
 			 "cache: %" PRIu64 "%% hits (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " page reads, %" PRIu64
 			 " page writes, %" PRIu64 " checkpoints (%" PRIu64 " by the background thread)\n"
+			 "locks: %" PRIu64 " requests to the lock manager, %" PRIu64 " waited, %" PRIu64 " deadlocks, %" PRIu64
+			 " waits timed out or cancelled\n"
 			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
 			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
 			 f->store, s.commits, s.aborts, f->ctr.retries, f->ctr.inval_late, f->ctr.readers_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
 			 s.log_segs_made, s.log_segs_recycled, hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes,
-			 s.checkpoints, s.checkpoints_bg, s.rec_records,
+			 s.checkpoints, s.checkpoints_bg, s.lock_requests, s.lock_waits, s.lock_deadlocks, s.lock_timeouts,
+			 s.rec_records,
 			 s.rec_redone, s.rec_losers, s.rec_ms, f->orphans_reclaimed);
 	return n < 0 ? -EIO : n;
 }

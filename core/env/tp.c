@@ -30,6 +30,7 @@
 
 #include "buf.h"
 #include "io.h"
+#include "lock.h"
 #include "log.h"
 #include "op.h"
 #include "rec.h"
@@ -531,6 +532,12 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	s->page_writes = bs.writes;
 	s->cache_hits = bs.hits;
 	s->cache_misses = bs.misses;
+	lock_stats ks;
+	lock_stats_get(txn_mgr_locks(env->tm), &ks);
+	s->lock_requests = ks.requests;
+	s->lock_waits = ks.waits;
+	s->lock_deadlocks = ks.deadlocks;
+	s->lock_timeouts = ks.timeouts;
 	/* under bg_mu, not ckpt_mu, which a checkpoint holds throughout:
 	 * statistics (tpfs stat) do not wait for one */
 	pthread_mutex_lock(&env->bg_mu);

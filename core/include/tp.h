@@ -204,6 +204,10 @@ typedef struct tp_stats {
 	uint64_t rec_undone;    /* records undone */
 	uint64_t rec_ms;        /* recovery time */
 	uint64_t rec_cut_bytes; /* torn log tail discarded */
+	uint64_t lock_requests; /* requests that reached the lock manager */
+	uint64_t lock_waits;    /* of them, ones that had to wait */
+	uint64_t lock_deadlocks; /* deadlocks found (a victim each) */
+	uint64_t lock_timeouts; /* waits that timed out or were cancelled */
 } tp_stats;
 void tp_stats_get(tp_env *env, tp_stats *s);
 

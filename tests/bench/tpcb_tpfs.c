@@ -307,11 +307,13 @@ static void t_stats(void *db, int start, uint64_t commits, char *buf, size_t cap
 	}
 	double c = commits ? (double)commits : 1;
 	snprintf(buf, cap,
-		 "per txn: log flushes %.3f, records %.1f, bytes %.0f, page images %.3f, page writes %.3f; "
-		 "checkpoints %" PRIu64 ", log segments made %" PRIu64 " (recycled %" PRIu64 ")",
+		 "per txn: log flushes %.3f, records %.1f, bytes %.0f, page images %.3f, page writes %.3f, "
+		 "lock requests %.1f, lock waits %.3f; checkpoints %" PRIu64 ", log segments made %" PRIu64
+		 " (recycled %" PRIu64 ")",
 		 (double)(s.log_flushes - d->s0.log_flushes) / c, (double)(s.log_records - d->s0.log_records) / c,
 		 (double)(s.log_bytes - d->s0.log_bytes) / c, (double)(s.log_fpis - d->s0.log_fpis) / c,
-		 (double)(s.page_writes - d->s0.page_writes) / c, s.checkpoints - d->s0.checkpoints,
+		 (double)(s.page_writes - d->s0.page_writes) / c, (double)(s.lock_requests - d->s0.lock_requests) / c,
+		 (double)(s.lock_waits - d->s0.lock_waits) / c, s.checkpoints - d->s0.checkpoints,
 		 s.log_segs_made - d->s0.log_segs_made, s.log_segs_recycled - d->s0.log_segs_recycled);
 }
 

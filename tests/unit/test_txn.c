@@ -3,7 +3,7 @@
  * full-page image first after a checkpoint), commit (T1: durable when it
  * returns), abort with CLRs (T2, T4: the undo_next chain, the ABORT
  * record, before-images restored), nested top actions (kept by an abort),
- * the transaction table, and panics.
+ * the transaction table, panics, and the lock counts in tp_stats.
  */
 #include <criterion/criterion.h>
 
@@ -697,4 +697,88 @@ Test(txn, a_checkpoint_sees_every_record_below_the_end_it_read)
 		     ", last %" PRIu64 " (records %" PRIu64 " bytes apart)",
 		     t6.missed, t6.looks, t6.first_missed_end, t6.first_missed_last, t6.rec);
 	cr_assert_eq(txn_commit(t6.t, 1), 0);
+}
+
+/* A tp_lock call made by another thread, for the statistics test; a
+ * deadlock victim aborts there, so the other transaction can go on. */
+typedef struct lock_call {
+	tp_txn *t;
+	const char *name;
+	int rc;
+} lock_call;
+
+static void *lock_call_run(void *arg)
+{
+	lock_call *c = arg;
+	c->rc = tp_lock(c->t, c->name, strlen(c->name), TP_LOCK_X);
+	if (c->rc == TP_EDEADLOCK)
+		(void)tp_abort(c->t);
+	return NULL;
+}
+
+/* Waits until t waits for a lock (at most 5 s). */
+static void until_waiting(tp_txn *t)
+{
+	for (int i = 0; i < 5000 && !tp_lock_waits_for(t); i++)
+		usleep(1000);
+	cr_assert_neq(tp_lock_waits_for(t), 0, "the second transaction never waited for the lock");
+}
+
+Test(txn, stats_count_lock_requests_waits_and_deadlocks)
+{
+	char path[160];
+	tp_options o;
+	tp_env *env;
+	tp_txn *a, *b;
+	tp_stats s0, s1;
+	snprintf(path, sizeof path, "%s/stats", tdir);
+	su_options(&o, PS, 1u << 20, 64);
+	cr_assert_eq(tp_mkfs(path, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(path, &o, &env), 0, "%s", tp_errmsg());
+	tp_stats_get(env, &s0);
+
+	/* a waits for b's lock on "n1" until b commits */
+	cr_assert_eq(tp_begin(env, &a), 0);
+	cr_assert_eq(tp_begin(env, &b), 0);
+	cr_assert_eq(tp_lock(b, "n1", 2, TP_LOCK_X), 0);
+	lock_call c = {a, "n1", -1};
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, lock_call_run, &c), 0);
+	until_waiting(a);
+	cr_assert_eq(tp_commit(b, TP_COMMIT_NOSYNC), 0);
+	pthread_join(th, NULL);
+	cr_assert_eq(c.rc, 0, "the waiting lock request failed: %s", tp_strerror(c.rc));
+	tp_stats_get(env, &s1);
+	cr_assert_eq(s1.lock_requests - s0.lock_requests, 2, "%" PRIu64 " lock requests counted, 2 made",
+		     s1.lock_requests - s0.lock_requests);
+	cr_assert_eq(s1.lock_waits - s0.lock_waits, 1, "%" PRIu64 " waits counted, 1 happened",
+		     s1.lock_waits - s0.lock_waits);
+	cr_assert_eq(s1.lock_deadlocks - s0.lock_deadlocks, 0);
+
+	/* a holds n1 and b n2; b asks for n1 (waits), a for n2: a deadlock,
+	 * one victim, whose request fails with TP_EDEADLOCK (b, the younger
+	 * of two holding as many locks, as lock.c chooses; either is counted) */
+	cr_assert_eq(tp_begin(env, &b), 0);
+	cr_assert_eq(tp_lock(b, "n2", 2, TP_LOCK_X), 0);
+	c = (lock_call){b, "n1", -1};
+	cr_assert_eq(pthread_create(&th, NULL, lock_call_run, &c), 0);
+	until_waiting(b);
+	int rc = tp_lock(a, "n2", 2, TP_LOCK_X);
+	if (rc == TP_EDEADLOCK) { /* a is the victim: b goes on once a ends */
+		cr_assert_eq(tp_abort(a), 0);
+		pthread_join(th, NULL);
+		cr_assert_eq(c.rc, 0);
+		cr_assert_eq(tp_commit(b, TP_COMMIT_NOSYNC), 0);
+	} else {
+		cr_assert_eq(rc, 0, "the deadlock ended with %s, not a victim", tp_strerror(rc));
+		pthread_join(th, NULL);
+		cr_assert_eq(c.rc, TP_EDEADLOCK, "b's request ended with %d, not TP_EDEADLOCK", c.rc);
+		cr_assert_eq(tp_commit(a, TP_COMMIT_NOSYNC), 0);
+	}
+	tp_stats_get(env, &s0);
+	cr_assert_eq(s0.lock_deadlocks - s1.lock_deadlocks, 1, "%" PRIu64 " deadlocks counted, 1 happened",
+		     s0.lock_deadlocks - s1.lock_deadlocks);
+	cr_assert_geq(s0.lock_waits - s1.lock_waits, 1);
+	cr_assert_eq(s0.lock_timeouts - s1.lock_timeouts, 0);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
 }
