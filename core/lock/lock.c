@@ -38,7 +38,7 @@
  *   holds up the lock until it is woken, and a wakeup here takes 10-20 us
  *   against a TPC-B transaction's 2 us: at 8 threads on 2 CPUs the
  *   queue became a convoy, the CPUs half idle (TPC-B without sync,
- *   8 threads: 199,000 -> 294,000-300,000 tps; 32 threads: 141,000 ->
+ *   8 threads: 190,000-217,000 -> 294,000-319,000 tps; 32 threads: 141,000 ->
  *   240,000).  A yield lets the holder, or other work, run on this CPU.
  *   Spinning without yielding made it worse: the holder was often waiting
  *   for this very CPU.
