@@ -51,7 +51,9 @@
  *       then takes no more child locks the parent's lock covers (Gray's
  *       lock escalation: a bulk load holds one lock, not a million).
  *   T11 A lock a transaction took through txn_lock is remembered in a small
- *       table of its own (name, and a mode it holds at least): asking again
+ *       table of its own (name, and a mode it holds at least; an intention
+ *       lock taken with a child lock is remembered in the parent's T10 slot
+ *       instead, which is looked at first): asking again
  *       for a mode that one covers returns at once, without the lock
  *       manager.  Only a transaction's end and txn_unlock ever take a lock
  *       away from it, and txn_unlock forgets the name first, so the table
@@ -705,23 +707,21 @@ int txn_lock(txn *t, const void *key, size_t len, int mode)
 }
 
 /* A child lock and its parent's intention lock, asked of the manager
- * together where neither is held yet (T10, T11). */
+ * together (T10).  The intention lock is remembered in the parent's esc
+ * slot, not in the table of held locks (T11): the caller asks only when
+ * that slot does not cover it. */
 static int lock_with_intent(txn *t, const void *parent, size_t plen, int intent, const void *name, size_t len,
 			    int mode)
 {
-	uint32_t ph, ch;
-	struct held *pe, *ce;
+	uint32_t ch;
+	struct held *ce;
 	if (t->doomed)
 		return util_err(TP_EROLLBACK, "transaction %" PRIu64 " lost a deadlock or lock wait: abort it", t->id);
-	if (held_covers(t, parent, plen, intent, &pe, &ph))
-		return txn_lock(t, name, len, mode);
 	if (held_covers(t, name, len, mode, &ce, &ch))
 		return txn_lock(t, parent, plen, intent); /* (a parent forgotten: the manager finds it held) */
 	int first;
 	int rc = lock_result(t, lock_get_two(t->locks, parent, plen, (enum lock_mode)intent, name, len,
 					     (enum lock_mode)mode, &first));
-	if (first)
-		held_granted(pe, ph, parent, plen, intent);
 	if (rc == 0)
 		held_granted(ce, ch, name, len, mode);
 	return rc;
