@@ -99,6 +99,14 @@
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is
  *       durable before that record can reach the disk.
+ *   L13 A segment file is made or renamed into place only under lg->mu,
+ *       and only at an index where no file is: appenders make the
+ *       segments they enter (seg_make, under mu) while a checkpoint
+ *       recycles old ones (log_truncate), and both take the index past
+ *       the highest one present.  A recycled segment renamed over one an
+ *       appender had just made and written in cut those records out of
+ *       the log (the next open found a hole and refused, or lost the
+ *       last commits when the hole was the end).
  */
 #include "log.h"
 
@@ -1360,29 +1368,55 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		io_file *f;
 		pthread_mutex_lock(&lg->mu);
 		segf_forget(lg, segs[i]);
-		uint64_t spares = lg->max_seg - lg->end / lg->seg;
-		uint64_t nidx = lg->max_seg + 1;
 		pthread_mutex_unlock(&lg->mu);
 		seg_name(lg, segs[i], from, sizeof from);
-		if (spares >= lg->spares) {
-			if ((rc = io_unlink(from)) != 0)
+		/* recycle: new header under the old name (unneeded), then rename
+		 * (L6), to the index past the highest segment.  The header is
+		 * written without mu, so appenders go on; the rename is done
+		 * under mu, and only if that index is still free (L13): an
+		 * appender may have made it meanwhile and be writing in it, and a
+		 * rename over it would cut its records out of the log.  If it was
+		 * taken, the header is written again for the next one with mu
+		 * held throughout, as seg_make does: appenders that outrun the
+		 * checkpoints wait once, and the segment is not lost. */
+		uint64_t hidx = UINT64_MAX; /* the index the header names, once written */
+		for (int held = 0;; held = 1) {
+			pthread_mutex_lock(&lg->mu);
+			uint64_t spares = lg->max_seg - lg->end / lg->seg, nidx = lg->max_seg + 1;
+			if (spares >= lg->spares) {
+				pthread_mutex_unlock(&lg->mu);
+				if ((rc = io_unlink(from)) != 0)
+					goto out;
+				break;
+			}
+			if (hidx != nidx) {
+				if (!held)
+					pthread_mutex_unlock(&lg->mu);
+				seg_hdr_make(lg, nidx, h);
+				if ((rc = io_open(from, 0, &f)) == 0) {
+					if ((rc = io_pwrite(f, h, sizeof h, 0)) == 0)
+						rc = io_sync(f);
+					io_close(f);
+				}
+				if (rc) {
+					if (held)
+						pthread_mutex_unlock(&lg->mu);
+					goto out;
+				}
+				hidx = nidx;
+				if (!held)
+					continue;
+			}
+			seg_name(lg, nidx, to, sizeof to);
+			if ((rc = io_rename(from, to)) == 0) {
+				lg->max_seg = nidx;
+				lg->st.segs_recycled++;
+			}
+			pthread_mutex_unlock(&lg->mu);
+			if (rc)
 				goto out;
-			continue;
+			break;
 		}
-		/* recycle: new header under the old name (unneeded), then rename (L6) */
-		seg_name(lg, nidx, to, sizeof to);
-		seg_hdr_make(lg, nidx, h);
-		if ((rc = io_open(from, 0, &f)) != 0)
-			goto out;
-		if ((rc = io_pwrite(f, h, sizeof h, 0)) == 0)
-			rc = io_sync(f);
-		io_close(f);
-		if (rc || (rc = io_rename(from, to)) != 0)
-			goto out;
-		pthread_mutex_lock(&lg->mu);
-		lg->max_seg = nidx;
-		lg->st.segs_recycled++;
-		pthread_mutex_unlock(&lg->mu);
 	}
 	rc = io_sync_dir(lg->dir);
 out:
