@@ -100,6 +100,7 @@ runs=(
     "--threads 8 --txns $(scale 300) --ckpt-bytes 65536 --seed 8"
     "--threads 32 --txns $(scale 60) --ckpt-bytes 65536 --seed 32"
     "--threads 8 --txns $(scale 300) ${hot[*]} --seed 88"
+    "--threads 8 --txns $(scale 300) --seg-size 65536 --ckpt-bytes 32768 --background --seed 18"
     "--threads 8 --txns $(scale 120) --crash $(scale 9) --ckpt-bytes 32768 --seed 81"
     "--threads 32 --txns $(scale 30) --crash $(scale 6) --ckpt-bytes 32768 --seed 321"
     "--threads 8 --txns $(scale 100) --crash $(scale 9) ${hot[*]} --seed 89"

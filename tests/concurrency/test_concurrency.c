@@ -86,6 +86,15 @@ Test(tpcb, threads_32, .timeout = 120)
 {
 	run("--threads", "32", "--txns", "150", "--ckpt-bytes", "262144", "--seed", "32", NULL);
 }
+/* As tpfsd opens a store: the log's writer thread and the checkpoint
+ * thread, with 64 KiB segments and a checkpoint every 32 KiB of log, so
+ * that the thread recycles segments while the appenders make new ones
+ * (log.c L13); the run ends with a kill and a recovery. */
+Test(tpcb, background_8, .timeout = 120)
+{
+	run("--threads", "8", "--txns", "1500", "--seg-size", "65536", "--ckpt-bytes", "32768", "--background",
+	    "--seed", "18", NULL);
+}
 Test(tpcb, hot_spot_8, .timeout = 120) { run("--threads", "8", "--txns", "1500", HOT, "--seed", "88", NULL); }
 Test(tpcb, hot_spot_32, .timeout = 120) { run("--threads", "32", "--txns", "300", HOT, "--seed", "3232", NULL); }
 
@@ -103,6 +112,11 @@ Test(tpcb, crash_8, .timeout = 120)
 Test(tpcb, crash_32, .timeout = 120)
 {
 	run("--threads", "32", "--txns", "30", "--crash", "40", "--ckpt-bytes", "32768", "--seed", "321", NULL);
+}
+Test(tpcb, crash_background_8, .timeout = 120)
+{
+	run("--threads", "8", "--txns", "100", "--crash", "40", "--seg-size", "65536", "--ckpt-bytes", "32768",
+	    "--background", "--seed", "82", NULL);
 }
 Test(tpcb, crash_hot_spot_8, .timeout = 120)
 {

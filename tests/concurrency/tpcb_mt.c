@@ -104,6 +104,7 @@ static struct {
 	const char *dir;
 	const char *check; /* --check STORE: recover it and check the sums only */
 	int keep, verbose;
+	int background; /* opt.background: the log's writer thread and the checkpoint thread */
 } opt = {
 	.threads = 4,
 	.txns = 200,
@@ -126,10 +127,14 @@ static void usage(void)
 		"usage: tpcb_mt [--threads N] [--txns N] [--crash POINTS] [--seed S]\n"
 		"               [--abort-pct P] [--ro-pct P] [--branches N] [--tellers N]\n"
 		"               [--accounts N] [--per-page N] [--cache PAGES] [--page-size B]\n"
-		"               [--seg-size B] [--ckpt-bytes B] [--dir DIR] [--keep] [--verbose]\n"
+		"               [--seg-size B] [--ckpt-bytes B] [--background] [--dir DIR]\n"
+		"               [--keep] [--verbose]\n"
 		"       tpcb_mt --check STORE [--verbose]\n"
 		"TPC-B-like concurrent transactions on a fresh store, checked exactly;\n"
-		"--crash runs POINTS simulated power cuts with recovery and checks after each.\n"
+		"--crash runs POINTS simulated power cuts with recovery and checks after each;\n"
+		"without it the run ends with a kill (tp_crash_close) and a recovery, checked,\n"
+		"then a clean close and reopen.  --background: the store is opened with its\n"
+		"log writer and checkpoint threads (as tpfsd opens it).\n"
 		"A failed run keeps its store and names it; --check STORE opens (recovers)\n"
 		"such a store and checks the TPC-B sums.\n");
 }
@@ -247,6 +252,7 @@ static void options(tp_options *o)
 	o->page_size = opt.page_size;
 	o->seg_size = opt.seg_size;
 	o->ckpt_log_bytes = opt.ckpt_bytes;
+	o->background = opt.background;
 	o->quiet = !opt.verbose;
 }
 
@@ -692,6 +698,16 @@ static void run_plain(const char *store, const layout *L)
 		fprintf(stderr, "tpcb_mt: %" PRIu64 " log flushes for %" PRIu64 " commits, %" PRIu64
 				" page writes, %" PRIu64 " checkpoints\n",
 			st.log_flushes, st.commits - commits0, st.page_writes, st.checkpoints);
+	/* a kill: what is in memory is lost, the files stay; every commit was
+	 * durable, so recovery finds them all and no transaction to undo */
+	tp_crash_close(env);
+	if ((rc = tp_open(store, &o, &env)) != 0)
+		die("tp_open after a kill (recovery)", rc);
+	tp_stats_get(env, &st);
+	if (st.rec_losers != 0)
+		fail("recovery after a kill with no transaction open rolled back %" PRIu64 " transactions",
+		     st.rec_losers);
+	check_state(env, L, &e, "after a kill and recovery");
 	if ((rc = tp_close(env)) != 0)
 		die("tp_close", rc);
 	/* a clean close leaves nothing to recover */
@@ -919,6 +935,8 @@ int main(int argc, char **argv)
 			opt.check = v;
 		else if (strcmp(a, "--keep") == 0)
 			opt.keep = 1;
+		else if (strcmp(a, "--background") == 0)
+			opt.background = 1;
 		else if (strcmp(a, "--verbose") == 0)
 			opt.verbose = 1;
 		else {
