@@ -1408,7 +1408,10 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 					continue;
 			}
 			seg_name(lg, nidx, to, sizeof to);
-			if ((rc = io_rename(from, to)) == 0) {
+			if ((rc = io_exists(to, NULL)) == 0) /* L13, whatever max_seg says */
+				rc = util_err(EEXIST, "%s: a log segment is already there: not replaced by a recycled one",
+					      to);
+			else if (rc == ENOENT && (rc = io_rename(from, to)) == 0) {
 				lg->max_seg = nidx;
 				lg->st.segs_recycled++;
 			}
@@ -1422,6 +1425,6 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 out:
 	free(segs);
 	if (rc > 0)
-		util_err(rc, "log %s: recycling old segments failed: %s", lg->dir, strerror(rc));
+		util_err(rc, "log %s: recycling old segments failed: %s", lg->dir, util_errmsg()); /* its cause */
 	return rc;
 }

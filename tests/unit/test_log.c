@@ -1320,3 +1320,32 @@ Test(log, recycling_never_replaces_a_segment_in_use, .timeout = 120)
 	scan_all(lg, rw_keep, rw_v + k, n - k);
 	log_close(lg);
 }
+
+/* L13 whatever the log believes: a file already at the index a recycled
+ * segment would take is never replaced; the truncation fails, naming it,
+ * and the log is unharmed. */
+Test(log, recycling_refuses_to_replace_a_file)
+{
+	enum { N = 200 };
+	static exp_rec v[N];
+	char p[SEGP];
+	many_segments(v, N);
+	log_mgr *lg = open_log(LOG_SEG_HDR);
+	uint64_t top = 0;
+	for (uint64_t i = 0; i < 64; i++)
+		if (su_raw_size(segpath(p, i)) >= 0)
+			top = i;
+	FILE *f = fopen(segpath(p, top + 1), "w"); /* appeared after the open */
+	cr_assert_not_null(f);
+	fputs("not a segment", f);
+	fclose(f);
+	size_t k = first_in_seg(v, N, 5);
+	int rc = log_truncate(lg, v[k].lsn);
+	cr_assert_eq(rc, EEXIST, "log_truncate: %d %s", rc, tp_errmsg());
+	cr_assert(strstr(tp_errmsg(), p) != NULL, "the message names %s: %s", p, tp_errmsg());
+	cr_assert_eq(su_raw_size(p), 13, "the file is as it was");
+	cr_assert_eq(su_raw_size(segpath(p, top + 2)), -1, "nothing renamed past it");
+	read_check(lg, &v[k]);
+	read_check(lg, &v[N - 1]);
+	cr_assert_eq(log_close(lg), 0);
+}
