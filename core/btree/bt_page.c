@@ -447,14 +447,14 @@ int bt_insert_undo(txn *t, const log_rec *r)
 {
 	const unsigned char *q = r->data;
 	return bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_DELETE, q + BT_ARG_HDR, r->len - BT_ARG_HDR,
-			     txn_undo_next(t));
+			     txn_undo_after(t));
 }
 
 int bt_delete_undo(txn *t, const log_rec *r)
 {
 	const unsigned char *q = r->data;
 	return bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_INSERT, q + BT_ARG_HDR, r->len - BT_ARG_HDR,
-			     txn_undo_next(t));
+			     txn_undo_after(t));
 }
 
 int bt_replace_undo(txn *t, const log_rec *r)
@@ -462,7 +462,7 @@ int bt_replace_undo(txn *t, const log_rec *r)
 	const unsigned char *q = r->data;
 	uint32_t olen = util_get32(q + BT_ARG_HDR);
 	return bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_REPLACE, q + BT_ARG_HDR + 4, olen,
-			     txn_undo_next(t));
+			     txn_undo_after(t));
 }
 
 int bt_patch_undo(txn *t, const log_rec *r)
@@ -478,7 +478,7 @@ int bt_patch_undo(txn *t, const log_rec *r)
 		return ENOMEM;
 	memcpy(a, q + BT_ARG_HDR, 2 + klen + 8);
 	memcpy(a + 2 + klen + 8, key + klen + 8, n);
-	int rc = bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_PATCH, a, len, txn_undo_next(t));
+	int rc = bt_compensate(t, util_get64(q), util_get16(q + 8), BT_DO_PATCH, a, len, txn_undo_after(t));
 	free(a);
 	return rc;
 }

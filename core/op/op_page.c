@@ -157,7 +157,7 @@ int op_alloc_undo(txn *t, const log_rec *r)
 	 * a B-tree page, say -- no search reaching it through a stale pointer
 	 * or hint takes it for a live page (bt_int.h, P6) */
 	buf_pool *bp = txn_pool(t);
-	uint64_t after = txn_undo_next(t); /* where rollback goes on after this record */
+	uint64_t after = txn_undo_after(t); /* where rollback goes on after this record */
 	unsigned char type0[2] = {0, 0};
 	buf_page *pg;
 	uint32_t bit;

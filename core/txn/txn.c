@@ -19,7 +19,14 @@
  *   T3 (W6)  Every check that can fail happens before the page changes: a
  *            failed append leaves the page as it was.
  *   T4  undo_next is the next record rollback must undo: last_lsn during
- *       forward processing, the undone record's prev_lsn during rollback.
+ *       forward processing; during rollback, the record being undone until
+ *       a CLR compensates it, whose undo_next is the record's prev_lsn
+ *       (undo_after).  A nested top action inside an undo -- a split to
+ *       make room for a logical undo's insertion -- ends with a CLR whose
+ *       undo_next is undo_next: so a crash between that CLR and the
+ *       compensation sends recovery back to the record, not past it.
+ *       (It was the record's prev_lsn: a crash there left the record
+ *       undone by nobody -- an overflow page allocated in no tree.)
  *   T5  A page freed by an open transaction is not reallocated until that
  *       transaction ends (its rollback would mark it allocated again).  The
  *       losers recovery rolls back have no list of the pages they freed, so
@@ -111,6 +118,7 @@ struct txn {
 	uint64_t first_lsn;  /* first record, 0 if none yet */
 	uint64_t last_lsn;   /* last record: the next record's prev_lsn */
 	uint64_t undo_next;  /* T4 (its thread's only) */
+	uint64_t undo_after; /* T4: in the undo of a record, its prev_lsn (its compensation's undo_next) */
 	uint64_t pub_undo_next; /* undo_next as of the last record appended (checkpoints) */
 	int ended;           /* its COMMIT or ABORT record is in the log */
 	int doomed;          /* a deadlock victim or timed out: may only abort */
@@ -519,7 +527,7 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
 	const op_def *d = op_get(op);
 	buf_page *pg;
 	int rc;
-	log_rec r = {.pgno = pgno, .undo_next = t->undo_next, .type = op, .flags = LOG_CLR | LOG_RESERVE, .len = len,
+	log_rec r = {.pgno = pgno, .undo_next = t->undo_after, .type = op, .flags = LOG_CLR | LOG_RESERVE, .len = len,
 		     .data = args};
 	if (!d)
 		return util_err(TP_EINVAL, "unknown operation %u", op);
@@ -538,6 +546,7 @@ int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t
 }
 
 uint64_t txn_undo_next(txn *t) { return t->undo_next; }
+uint64_t txn_undo_after(txn *t) { return t->undo_after; }
 
 int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args, uint32_t len)
 {
@@ -582,7 +591,7 @@ static int rollback(txn *t)
 		} else {
 			const op_def *op = op_get(r.type);
 			next = r.prev_lsn;
-			t->undo_next = next;
+			t->undo_after = next; /* undo_next stays lsn until a CLR compensates it (T4) */
 			if (op && op->undo)
 				rc = op->undo(t, &r);
 			else if (!op)

@@ -76,8 +76,12 @@ int txn_compensate(txn *t, uint64_t pgno, uint16_t op, const void *args, uint32_
  * CLR): undo skips it and goes on at undo_next.  For structure changes
  * that must survive a rollback, and for compensations of logical undo. */
 int txn_update_clr(txn *t, buf_page *pg, uint16_t op, const void *args, uint32_t len, uint64_t undo_next);
-/* The record rollback would undo next (the start of a nested top action). */
+/* The record rollback would undo next (the start of a nested top action):
+ * during the undo of a record, that record itself (T4). */
 uint64_t txn_undo_next(txn *t);
+/* For undo functions: where rollback goes on once the record being undone
+ * is compensated (its prev_lsn): the undo_next of its compensation CLR. */
+uint64_t txn_undo_after(txn *t);
 /* Applies op(args) to the X-latched page pg without logging: for trees
  * opened without transaction protection, which a crash may leave torn. */
 int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args, uint32_t len);

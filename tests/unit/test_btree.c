@@ -1775,3 +1775,120 @@ Test(btree, same_size_replace_overwrites_the_cell_in_place)
 	}
 	free(page);
 }
+
+/* ---- T4: a structure change inside an undo, then a crash ---- */
+
+/* One try of the scenario with nfill keys: builds it and returns the LSN
+ * just after the nested top action a rollback needed (0: the rollback
+ * needed none).  A transaction deletes key-020 (150 bytes); another
+ * commits nfill keys of 12 bytes beside it; the first aborts, and putting
+ * key-020 back may need a split, a nested top action inside the undo of the
+ * delete (with 3 keys it does, as the tree is built now). */
+static uint64_t undo_split_try(int nfill, tp_env **envp, tp_tree **trp)
+{
+	unsigned char v[160];
+	char k[32];
+	tp_txn *t0, *t1, *t2;
+	tp_tree *tr;
+	wl_rmtree(sdir);
+	tp_env *env = open_store(1024, 2000, 1);
+	cr_assert_eq(tp_tree_open(env, "u", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_begin(env, &t0), 0);
+	for (int i = 0; i < 60; i++) {
+		snprintf(k, sizeof k, "key-%03d", i);
+		memset(v, 'a' + i % 26, sizeof v);
+		cr_assert_eq(tp_put(t0, tr, k, strlen(k), v, i == 20 ? 150 : 30, 0), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(tp_commit(t0, 0), 0);
+	cr_assert_eq(tp_begin(env, &t2), 0);
+	cr_assert_eq(tp_del(t2, tr, "key-020", 7), 0, "%s", tp_errmsg());
+	uint64_t id2 = txn_id(t2->t), fwd_end = log_end(env->lg);
+	cr_assert_eq(tp_begin(env, &t1), 0);
+	for (int j = 0; j < nfill; j++) {
+		snprintf(k, sizeof k, "key-020-%02d", j);
+		memset(v, 'A' + j % 26, sizeof v);
+		cr_assert_eq(tp_put(t1, tr, k, strlen(k), v, 12, 0), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(tp_commit(t1, 0), 0);
+	uint64_t undo_start = log_end(env->lg);
+	cr_assert_eq(tp_abort(t2), 0, "%s", tp_errmsg());
+	cr_assert_lt(fwd_end, undo_start);
+	/* the rollback's records: a split is a PAGE_ALLOC of t2 (not a CLR),
+	 * and its nested top action ends with a BT_LINK CLR */
+	log_scan *s;
+	log_rec r;
+	uint64_t cut = 0;
+	int split = 0, linked = 0;
+	cr_assert_eq(log_scan_open(env->lg, undo_start, &s), 0);
+	while (!cut && log_scan_next(s, &r) == 0) {
+		if (linked)
+			cut = r.lsn; /* the first record after the action */
+		else if (r.txid == id2 && r.type == OP_PAGE_ALLOC && !(r.flags & LOG_CLR))
+			split = 1;
+		else if (split && r.txid == id2 && r.type == OP_BT_LINK && (r.flags & LOG_CLR))
+			linked = 1;
+	}
+	log_scan_close(s);
+	*envp = env;
+	*trp = tr;
+	return cut;
+}
+
+/* T4: a crash after a rollback's split (a nested top action made to put a
+ * deleted key back) but before the CLR that puts it back must leave the
+ * delete to be undone by recovery -- not skip it.  The log is cut right
+ * after the split; recovery must bring key-020 back whole, with every
+ * committed key, and the store must verify.  (The split's CLR sent undo
+ * past the delete: the key was lost, and an overflow value of it would
+ * have been a page allocated in no tree; crash_btree seed 401 found it.) */
+Test(btree, crash_after_a_split_inside_an_undo, .init = setup, .fini = teardown, .timeout = 60)
+{
+	tp_env *env = NULL;
+	tp_tree *tr = NULL;
+	uint64_t cut = 0;
+	int nfill;
+	for (nfill = 1; nfill <= 40 && !cut; nfill++) {
+		cut = undo_split_try(nfill, &env, &tr);
+		if (!cut) {
+			tp_tree_close(tr);
+			cr_assert_eq(tp_close(env), 0);
+		}
+	}
+	nfill--;
+	cr_assert_neq(cut, 0, "no rollback needed a split with up to 40 keys beside the deleted one");
+	uint64_t seg = 1u << 20;
+	cr_assert_eq(cut / seg, log_end(env->lg) / seg, "the scenario fits one log segment");
+	tp_tree_close(tr);
+	cr_assert_eq(tp_sync(env), 0); /* the rollback's records are in the file... */
+	tp_crash_close(env);
+	/* ...and the crash: the log ends right after the split */
+	char lp[600];
+	snprintf(lp, sizeof lp, "%s/log/log.%016" PRIx64, sdir, cut / seg);
+	size_t zn = seg - cut % seg;
+	unsigned char *z = calloc(1, zn);
+	FILE *f = fopen(lp, "r+b");
+	cr_assert_not_null(f, "%s", lp);
+	cr_assert_eq(fseek(f, (long)(cut % seg), SEEK_SET), 0);
+	cr_assert_eq(fwrite(z, 1, zn, f), zn);
+	cr_assert_eq(fclose(f), 0);
+	free(z);
+	env = open_store(1024, 2000, 0);
+	tp_stats st;
+	tp_stats_get(env, &st);
+	cr_assert_eq(st.rec_losers, 1, "the aborting transaction is a loser (%" PRIu64 ")", st.rec_losers);
+	cr_assert_eq(tp_tree_open(env, "u", 0, &tr), 0, "%s", tp_errmsg());
+	unsigned char v[200], want[160];
+	size_t vl;
+	int rc = tp_get(NULL, tr, "key-020", 7, v, sizeof v, &vl);
+	cr_assert_eq(rc, 0, "key-020 is back after recovery (%d keys beside it): %s", nfill, tp_strerror(rc));
+	memset(want, 'a' + 20, sizeof want);
+	cr_assert(vl == 150 && memcmp(v, want, 150) == 0, "key-020's value (%zu bytes)", vl);
+	for (int j = 0; j < nfill; j++) {
+		char k[32];
+		snprintf(k, sizeof k, "key-020-%02d", j);
+		cr_assert_eq(tp_get(NULL, tr, k, strlen(k), v, sizeof v, &vl), 0, "committed %s", k);
+	}
+	tp_tree_close(tr);
+	verify_all(env, "after recovery");
+	cr_assert_eq(tp_close(env), 0);
+}
