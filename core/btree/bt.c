@@ -18,6 +18,9 @@
  *   allocation and fill are ordinary records, and the final BT_LINK record on
  *   the old page is a CLR whose undo_next skips them, so once it is logged
  *   the split survives any rollback, and before it a rollback frees the page.
+ *   "Skips them" means: undo goes on at txn_undo_next as the split began --
+ *   inside a rollback's logical undo (a key put back into a full leaf), the
+ *   record being undone, which its compensation then skips (txn.c T4).
  *   Step 2 is a single redo-only record (a CLR).  A crash between the steps
  *   leaves a half split that the right link still covers.  The root never
  *   moves: a root split copies its halves into two new pages and rewrites
