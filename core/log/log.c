@@ -1347,6 +1347,22 @@ int log_close(log_mgr *lg)
 	return rc;
 }
 
+/* Writes and syncs, in the unneeded segment file path, the header of
+ * segment idx (log_truncate's recycling). */
+static int seg_hdr_rewrite(const log_mgr *lg, const char *path, uint64_t idx)
+{
+	unsigned char h[LOG_SEG_HDR];
+	io_file *f;
+	int rc;
+	seg_hdr_make(lg, idx, h);
+	if ((rc = io_open(path, 0, &f)) != 0)
+		return rc;
+	if ((rc = io_pwrite(f, h, sizeof h, 0)) == 0)
+		rc = io_sync(f);
+	io_close(f);
+	return rc;
+}
+
 int log_truncate(log_mgr *lg, uint64_t keep)
 {
 	uint64_t *segs = NULL;
@@ -1364,11 +1380,6 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		return rc;
 	for (size_t i = 0; i < n && segs[i] < kseg; i++) {
 		char from[4096], to[4096];
-		unsigned char h[LOG_SEG_HDR];
-		io_file *f;
-		pthread_mutex_lock(&lg->mu);
-		segf_forget(lg, segs[i]);
-		pthread_mutex_unlock(&lg->mu);
 		seg_name(lg, segs[i], from, sizeof from);
 		/* recycle: new header under the old name (unneeded), then rename
 		 * (L6), to the index past the highest segment.  The header is
@@ -1377,36 +1388,23 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		 * appender may have made it meanwhile and be writing in it, and a
 		 * rename over it would cut its records out of the log.  If it was
 		 * taken, the header is written again for the next one with mu
-		 * held throughout, as seg_make does: appenders that outrun the
-		 * checkpoints wait once, and the segment is not lost. */
-		uint64_t hidx = UINT64_MAX; /* the index the header names, once written */
-		for (int held = 0;; held = 1) {
-			pthread_mutex_lock(&lg->mu);
-			uint64_t spares = lg->max_seg - lg->end / lg->seg, nidx = lg->max_seg + 1;
-			if (spares >= lg->spares) {
-				pthread_mutex_unlock(&lg->mu);
-				if ((rc = io_unlink(from)) != 0)
-					goto out;
-				break;
-			}
-			if (hidx != nidx) {
-				if (!held)
-					pthread_mutex_unlock(&lg->mu);
-				seg_hdr_make(lg, nidx, h);
-				if ((rc = io_open(from, 0, &f)) == 0) {
-					if ((rc = io_pwrite(f, h, sizeof h, 0)) == 0)
-						rc = io_sync(f);
-					io_close(f);
-				}
-				if (rc) {
-					if (held)
-						pthread_mutex_unlock(&lg->mu);
-					goto out;
-				}
-				hidx = nidx;
-				if (!held)
-					continue;
-			}
+		 * held, as seg_make does: appenders that outrun the checkpoints
+		 * wait once, and no segment is lost. */
+		pthread_mutex_lock(&lg->mu);
+		segf_forget(lg, segs[i]);
+		uint64_t spares = lg->max_seg - lg->end / lg->seg, nidx = lg->max_seg + 1;
+		pthread_mutex_unlock(&lg->mu);
+		if (spares >= lg->spares) {
+			if ((rc = io_unlink(from)) != 0)
+				goto out;
+			continue;
+		}
+		if ((rc = seg_hdr_rewrite(lg, from, nidx)) != 0)
+			goto out;
+		pthread_mutex_lock(&lg->mu);
+		if (lg->max_seg + 1 != nidx) /* taken meanwhile */
+			rc = seg_hdr_rewrite(lg, from, nidx = lg->max_seg + 1);
+		if (!rc) {
 			seg_name(lg, nidx, to, sizeof to);
 			if ((rc = io_exists(to, NULL)) == 0) /* L13, whatever max_seg says */
 				rc = util_err(EEXIST, "%s: a log segment is already there: not replaced by a recycled one",
@@ -1415,11 +1413,10 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 				lg->max_seg = nidx;
 				lg->st.segs_recycled++;
 			}
-			pthread_mutex_unlock(&lg->mu);
-			if (rc)
-				goto out;
-			break;
 		}
+		pthread_mutex_unlock(&lg->mu);
+		if (rc)
+			goto out;
 	}
 	rc = io_sync_dir(lg->dir);
 out:

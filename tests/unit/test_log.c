@@ -1243,6 +1243,7 @@ static size_t rw_n;      /* records of rw_v appended (atomic) */
 static int rw_done;      /* the appender finished (atomic) */
 static uint64_t rw_keep; /* the last start the truncator set */
 static int rw_truncs, rw_rc;
+static char rw_msg[512]; /* the truncator's tp_errmsg (per thread) */
 static pthread_t rw_thread;
 
 /* The truncator's header writes (a recycled segment's new header) take
@@ -1266,8 +1267,10 @@ static void *rw_truncator(void *arg)
 		size_t n = __atomic_load_n(&rw_n, __ATOMIC_ACQUIRE);
 		if (n > 150 && rw_v[n - 150].lsn > rw_keep) {
 			uint64_t keep = rw_v[n - 150].lsn;
-			if ((rw_rc = log_truncate(lg, keep)) != 0)
+			if ((rw_rc = log_truncate(lg, keep)) != 0) {
+				snprintf(rw_msg, sizeof rw_msg, "%s", tp_errmsg());
 				break;
+			}
 			rw_keep = keep;
 			rw_truncs++;
 		}
@@ -1305,7 +1308,7 @@ Test(log, recycling_never_replaces_a_segment_in_use, .timeout = 120)
 	}
 	__atomic_store_n(&rw_done, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
-	cr_assert_eq(rw_rc, 0, "log_truncate: %s", tp_errmsg());
+	cr_assert_eq(rw_rc, 0, "log_truncate: %s", rw_msg);
 	cr_assert_gt(rw_truncs, 3, "the truncator ran %d times", rw_truncs);
 	log_stats st;
 	log_stats_get(lg, &st);
