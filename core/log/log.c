@@ -1382,14 +1382,11 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		char from[4096], to[4096];
 		seg_name(lg, segs[i], from, sizeof from);
 		/* recycle: new header under the old name (unneeded), then rename
-		 * (L6), to the index past the highest segment.  The header is
-		 * written without mu, so appenders go on; the rename is done
-		 * under mu, and only if that index is still free (L13): an
-		 * appender may have made it meanwhile and be writing in it, and a
-		 * rename over it would cut its records out of the log.  If it was
-		 * taken, the header is written again for the next one with mu
-		 * held, as seg_make does: appenders that outrun the checkpoints
-		 * wait once, and no segment is lost. */
+		 * (L6) to the index past the highest segment.  The header is
+		 * written without mu, so appenders go on; the rename is done under
+		 * mu, where no file is (L13).  If an appender took the index
+		 * meanwhile, the header is written again for the next one with mu
+		 * held, as seg_make does. */
 		pthread_mutex_lock(&lg->mu);
 		segf_forget(lg, segs[i]);
 		uint64_t spares = lg->max_seg - lg->end / lg->seg, nidx = lg->max_seg + 1;

@@ -265,7 +265,7 @@ static void bg_run(int background, uint64_t ckpt_bytes, uint32_t ckpt_ms, uint64
 		fill(b, 3000, (unsigned)n);
 		cr_assert_eq(tp_page_write(t, p[n % NP], 0, b, 3000), 0, "%s", tp_errmsg());
 		cr_assert_eq(tp_commit(t, last ? 0 : TP_COMMIT_NOSYNC), 0);
-		if (++n % 64 == 0 || n + 1 >= ncommits)
+		if (++n % 64 == 0 || n + 1 == ncommits)
 			tp_stats_get(env, st);
 	} while (!last);
 	tp_stats_get(env, st);
