@@ -242,6 +242,8 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	lc.quiet = env->opt.quiet;
 	lc.spares = spares_for(env->opt.ckpt_log_bytes, sb->seg_size) + (env->opt.background ? 1 : 0);
 	lc.writer = env->opt.background;
+	lc.durable_floor = m->ckpt_lsn + 1; /* the checkpoint record was durable */
+	lc.discard_after = env->opt.discard_after;
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);

@@ -44,6 +44,11 @@ typedef struct tp_options {
 	const char *logdir;      /* at creation: keep the log there; at open: the
 				    log is there now (moved since creation) */
 	int readonly;            /* inspect: no recovery, no writes at all */
+	uint64_t discard_after;  /* 0; else accept losing the log from this LSN
+				    on (where damage was reported): the records
+				    from there are cut (kept aside as
+				    log.<index>.discarded; read-only: in memory
+				    only), then recovery runs as after a crash */
 	int quiet;               /* no progress or recovery messages */
 	int background;          /* a thread of the engine takes the checkpoints
 				    when they come due (also on an idle store),

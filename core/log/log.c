@@ -47,6 +47,15 @@
  *    58  2  flags
  *    60  4  payload length
  *
+ * Durable mark (LOG_SEG_HDR bytes, file dir/durable, rewritten in place)
+ *     0  8  magic "TPFSDURA"
+ *     8  4  version (1)
+ *    12  4  reserved (0)
+ *    16  8  LSN: every byte of the log below it was durable when written
+ *    24 16  store uuid
+ *    40 ..  zero
+ *   508  4  CRC-32C of bytes 0..507
+ *
  * Invariants
  *   L1  Records are appended in LSN order; a record's LSN is its position.
  *   L2  durable <= written <= end; every byte below durable has been synced.
@@ -99,6 +108,28 @@
  *       log_set_barrier has returned 0, after the flusher took those bytes:
  *       whatever was registered with it before a record was appended is
  *       durable before that record can reach the disk.
+ *   L14 The durable mark (file dir/durable, below) never names an LSN
+ *       beyond what is durable: it is written, without a sync, only after
+ *       the sync that made its LSN durable returned, and before the
+ *       committers of that sync are told.  A power cut may leave an older
+ *       mark or a torn one (its CRC then fails and it is ignored): both
+ *       claim less, never more.
+ *   L15 Only bytes a crash can tear are cut as a torn tail.  At open, the
+ *       first invalid record at pos ends the log only if nothing shows
+ *       that pos was durable: pos must be at or above the mark (L14) and
+ *       above the durable floor the caller knows (the last checkpoint
+ *       record), no valid record may start a later segment (L9), and the
+ *       segment pos lies in must exist (a segment is made, named and its
+ *       directory synced before any record enters it, L8).  Anything else
+ *       is damage: the open fails with TP_ECORRUPT naming the file, the
+ *       offset, the LSN, what was found there and what shows it was
+ *       durable, and writes nothing -- unless the caller accepts the loss
+ *       (cfg->discard_after), which cuts the log there, keeps a copy of
+ *       what it cut beside the segments, and lowers the mark.
+ *   L16 A read-write open syncs the segments from the mark to the end
+ *       before it appends (the bytes found past the mark may have been
+ *       in the page cache only, after a crash of the process alone), then
+ *       writes the mark: the log's durable point is its end from then on.
  *   L13 A segment file is made or renamed into place only under lg->mu,
  *       and only at an index where no file is: appenders make the
  *       segments they enter (seg_make, under mu) while a checkpoint
@@ -124,6 +155,8 @@
 #include "util.h"
 
 #define SEG_MAGIC "TPFSLOG1"
+#define MARK_MAGIC "TPFSDURA"
+#define MARK_NAME "durable"
 #define SEG_VERSION 1u
 #define NSEGF 16     /* open segment files kept */
 #define SPARES 2     /* recycled segments kept ahead, unless configured */
@@ -173,6 +206,9 @@ struct log_mgr {
 	uint64_t max_seg;     /* highest segment file present */
 	uint64_t spares;      /* recycled segments kept ahead (cfg->spares) */
 	int panic;            /* L7: sticky */
+	io_file *mark;        /* L14: the durable mark file; NULL: none (read-only, absent) */
+	uint64_t mark_lsn;    /* L14: the LSN it was last written with (the flusher's) */
+	int mark_failed;      /* L14: a write of it failed (said once; it then only lags) */
 	int (*barrier)(void *); /* L10; set before use, then read only */
 	void *barrier_ctx;
 	segf files[NSEGF];
@@ -239,6 +275,56 @@ static int seg_hdr_check(const log_mgr *lg, uint64_t idx, const unsigned char *h
 	if (memcmp(h + 32, lg->uuid, 16) != 0)
 		return util_err(TP_ECORRUPT, "%s: segment belongs to another store (uuid mismatch)", path);
 	return 0;
+}
+
+/* ---- the durable mark (L14) ---- */
+
+static void mark_path(const log_mgr *lg, char *out, size_t n) { snprintf(out, n, "%s/" MARK_NAME, lg->dir); }
+
+/* Writes lsn into the mark file f (no sync: L14 needs none). */
+static int mark_put(const log_mgr *lg, io_file *f, uint64_t lsn)
+{
+	unsigned char h[LOG_SEG_HDR];
+	memset(h, 0, sizeof h);
+	memcpy(h, MARK_MAGIC, 8);
+	util_put32(h + 8, 1);
+	util_put64(h + 16, lsn);
+	memcpy(h + 24, lg->uuid, 16);
+	util_put32(h + 508, util_crc32c(0, h, 508));
+	return io_pwrite(f, h, sizeof h, 0);
+}
+
+/* The LSN the mark file f names, or 0 when it names none (never written,
+ * torn, another store's): a mark that cannot be trusted claims nothing. */
+static uint64_t mark_get(const log_mgr *lg, io_file *f)
+{
+	unsigned char h[LOG_SEG_HDR];
+	size_t got;
+	if (!f || io_pread(f, h, sizeof h, 0, &got) != 0 || got != sizeof h)
+		return 0;
+	if (memcmp(h, MARK_MAGIC, 8) != 0 || util_get32(h + 508) != util_crc32c(0, h, 508) ||
+	    memcmp(h + 24, lg->uuid, 16) != 0)
+		return 0;
+	return util_get64(h + 16);
+}
+
+/* L14: the flusher records that everything below lsn is durable (after
+ * the sync that made it so).  A failure is said once and otherwise
+ * ignored: the mark then lags, which claims less, never more. */
+static void mark_durable(log_mgr *lg, uint64_t lsn)
+{
+	if (!lg->mark || lsn <= lg->mark_lsn)
+		return;
+	int rc = mark_put(lg, lg->mark, lsn);
+	if (rc && !lg->mark_failed) {
+		lg->mark_failed = 1;
+		if (!lg->quiet)
+			fprintf(stderr, "tpfs: %s: cannot write the log's durable mark (%s): damage at the end of the "
+					"log may be taken for a torn tail after a crash\n",
+				io_path(lg->mark), strerror(rc));
+	}
+	if (!rc)
+		lg->mark_lsn = lsn;
 }
 
 /* ---- segment files ---- */
@@ -708,6 +794,8 @@ static int write_taken(log_mgr *lg, int sync)
 			 rc > 0 ? strerror(rc) : tp_strerror(rc));
 	if (!rc)
 		rc = write_range(lg, b, a, e, sync);
+	if (!rc && sync)
+		mark_durable(lg, e); /* L14: before the committers are told */
 	uint64_t took = util_now_ns() - t0;
 	pthread_mutex_lock(&lg->mu);
 	if (sync)
@@ -1092,6 +1180,8 @@ static void log_free(log_mgr *lg)
 	for (int i = 0; i < NSEGF; i++)
 		if (lg->files[i].f)
 			io_close(lg->files[i].f);
+	if (lg->mark)
+		io_close(lg->mark);
 	pthread_mutex_destroy(&lg->mu);
 	pthread_cond_destroy(&lg->cv);
 	pthread_cond_destroy(&lg->gcv);
@@ -1103,6 +1193,8 @@ static void log_free(log_mgr *lg)
 	free(lg);
 }
 
+static int mark_settle(log_mgr *lg, uint64_t mark, uint64_t end);
+
 int log_create(const log_config *cfg)
 {
 	log_mgr *lg;
@@ -1112,7 +1204,9 @@ int log_create(const log_config *cfg)
 				cfg->seg_size);
 	if ((rc = log_alloc(cfg, &lg)) != 0)
 		return rc;
-	rc = seg_ensure(lg, 0);
+	lg->start = LOG_SEG_HDR;
+	if ((rc = seg_ensure(lg, 0)) == 0)
+		rc = mark_settle(lg, 0, LOG_SEG_HDR);
 	log_free(lg);
 	return rc;
 }
@@ -1197,6 +1291,159 @@ out:
 	return rc;
 }
 
+/* What the bytes at pos, where the log stops, hold instead of a record:
+ * a phrase for the messages of L15. */
+static void bad_rec_why(log_mgr *lg, uint64_t pos, char *why, size_t n)
+{
+	unsigned char h[LOG_REC_HDR];
+	size_t got;
+	if (read_bytes(lg, pos, h, sizeof h, &got) != 0 || got < sizeof h) {
+		snprintf(why, n, "the file ends before a record header");
+		return;
+	}
+	int zero = 1;
+	for (size_t i = 0; i < sizeof h; i++)
+		zero &= h[i] == 0;
+	uint64_t size = util_get32(h + 4), len = util_get32(h + 60), lsn = util_get64(h + 8);
+	if (zero)
+		snprintf(why, n, "zeros where the record at LSN %" PRIu64 " was expected", pos);
+	else if (lsn != pos)
+		snprintf(why, n, "a header naming LSN %" PRIu64 " where the record at LSN %" PRIu64 " was expected", lsn,
+			 pos);
+	else if (size < LOG_REC_HDR || size % 8 || size > lg->seg - pos % lg->seg || LOG_REC_HDR + len > size)
+		snprintf(why, n, "a record of impossible size %" PRIu64 " (payload %" PRIu64 ")", size, len);
+	else {
+		unsigned char *p = malloc(size);
+		if (!p || read_bytes(lg, pos, p, size, &got) != 0 || got < LOG_REC_HDR + len) {
+			snprintf(why, n, "a record of %" PRIu64 " bytes that cannot be read whole", size);
+		} else
+			snprintf(why, n, "a checksum mismatch (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
+					 " over the record's %" PRIu64 " bytes)",
+				 util_get32(p), util_crc32c(0, p + 4, LOG_REC_HDR - 4 + len), LOG_REC_HDR + len);
+		free(p);
+	}
+}
+
+/* L15: may the log be cut at pos, where its first invalid record is?  0
+ * if so; else TP_ECORRUPT, with a message that names the damage and what
+ * shows it was durable.  mark: the durable mark's LSN (L14). */
+static int tail_judge(log_mgr *lg, const log_config *cfg, uint64_t pos, uint64_t mark, int continues)
+{
+	char path[4096], why[256], proof[256];
+	uint64_t k = pos / lg->seg;
+	seg_name(lg, k, path, sizeof path);
+	if (io_exists(path, NULL) == ENOENT) {
+		snprintf(why, sizeof why, "the segment file is missing");
+		snprintf(proof, sizeof proof, "the log reaches it (a segment exists before any record enters it)");
+	} else {
+		bad_rec_why(lg, pos, why, sizeof why);
+		if (continues)
+			snprintf(proof, sizeof proof, "the log goes on in the next segment, which is written only after "
+						      "this one was synced");
+		else if (pos < cfg->durable_floor)
+			snprintf(proof, sizeof proof, "the last checkpoint's record at LSN %" PRIu64
+						      " was durable",
+				 cfg->durable_floor - 1);
+		else if (pos < mark)
+			snprintf(proof, sizeof proof, "the log's durable mark says everything below LSN %" PRIu64
+						      " was durable",
+				 mark);
+		else
+			return 0;
+	}
+	return util_err(TP_ECORRUPT,
+			"%s, offset %" PRIu64 " (LSN %" PRIu64 "): the log is damaged: found %s, but %s -- not a "
+			"torn tail.  Nothing was changed.  To accept losing every change from LSN %" PRIu64
+			" on: tpfs recover --discard-after %" PRIu64,
+			path, pos % lg->seg, pos, why, proof, pos, pos);
+}
+
+/* Copies segment file from to file to (the evidence a discard keeps). */
+static int seg_copy(log_mgr *lg, const char *from, const char *to)
+{
+	io_file *a = NULL, *b = NULL;
+	unsigned char *buf = malloc(1u << 20);
+	int rc;
+	if (!buf)
+		return ENOMEM;
+	(void)io_unlink(to);
+	if ((rc = io_open(from, IO_RDONLY, &a)) == 0 && (rc = io_open(to, IO_CREATE | IO_EXCL, &b)) == 0) {
+		for (uint64_t off = 0; off < lg->seg && !rc; off += 1u << 20) {
+			size_t got, len = lg->seg - off < (1u << 20) ? lg->seg - off : (1u << 20);
+			if ((rc = io_pread(a, buf, len, off, &got)) == 0)
+				rc = io_pwrite(b, buf, len, off);
+		}
+		if (!rc)
+			rc = io_sync(b);
+	}
+	if (a)
+		io_close(a);
+	if (b)
+		io_close(b);
+	free(buf);
+	return rc;
+}
+
+/* L15: the administrator accepts losing the log from lsn on (mu not
+ * needed: no other thread yet).  The segment holding lsn is copied to
+ * log.<index>.discarded and zeroed from lsn on; every later segment is
+ * renamed to log.<index>.discarded; the mark is lowered to lsn. */
+static int discard_from(log_mgr *lg, uint64_t lsn, const uint64_t *segs, size_t nsegs)
+{
+	char path[4096], aside[4200];
+	uint64_t k = lsn / lg->seg;
+	io_file *f;
+	int rc;
+	seg_name(lg, k, path, sizeof path);
+	snprintf(aside, sizeof aside, "%s.discarded", path);
+	if ((rc = seg_copy(lg, path, aside)) != 0)
+		return util_err(rc, "%s: cannot keep a copy of the discarded records: %s", aside, strerror(rc));
+	uint64_t off = lsn % lg->seg, len = lg->seg - off;
+	unsigned char *z = calloc(1, len);
+	if (!z)
+		return ENOMEM;
+	lg->dx_tail = UINT64_MAX; /* L11 */
+	if ((rc = segf_get(lg, k, &f)) == 0 && (rc = io_pwrite(f, z, len, off)) == 0)
+		rc = io_sync(f);
+	free(z);
+	if (rc)
+		return util_err(rc, "%s: cannot zero the discarded records: %s", path, strerror(rc));
+	for (size_t i = 0; i < nsegs; i++) {
+		if (segs[i] <= k)
+			continue;
+		segf_forget(lg, segs[i]);
+		seg_name(lg, segs[i], path, sizeof path);
+		snprintf(aside, sizeof aside, "%s.discarded", path);
+		if ((rc = io_rename(path, aside)) != 0)
+			return util_err(rc, "%s: cannot set the segment aside: %s", path, strerror(rc));
+	}
+	lg->max_seg = k;
+	if ((rc = io_sync_dir(lg->dir)) != 0)
+		return util_err(rc, "%s: cannot sync the log directory: %s", lg->dir, strerror(rc));
+	return 0;
+}
+
+/* L16: makes the log durable up to end (segments from the mark's on are
+ * synced) and writes the mark, creating it where it is missing. */
+static int mark_settle(log_mgr *lg, uint64_t mark, uint64_t end)
+{
+	char path[4096];
+	int rc;
+	uint64_t from = mark > lg->start ? mark : lg->start;
+	for (uint64_t k = from / lg->seg; from < end && k <= (end - 1) / lg->seg; k++)
+		if ((rc = seg_sync(lg, k)) != 0)
+			return rc;
+	mark_path(lg, path, sizeof path);
+	if (!lg->mark) {
+		if ((rc = io_open(path, IO_CREATE, &lg->mark)) != 0)
+			return util_err(rc, "%s: cannot create the log's durable mark: %s", path, strerror(rc));
+	}
+	if ((rc = mark_put(lg, lg->mark, end)) != 0 || (rc = io_sync(lg->mark)) != 0)
+		return util_err(rc, "%s: cannot write the log's durable mark: %s", path, strerror(rc));
+	lg->mark_lsn = end;
+	return 0;
+}
+
 int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 {
 	log_mgr *lg;
@@ -1204,19 +1451,21 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 	size_t nsegs = 0;
 	unsigned char *p = NULL, h[LOG_SEG_HDR];
 	size_t cap = 0, got;
+	char path[4096];
 	int rc;
 
 	if ((rc = log_alloc(cfg, &lg)) != 0)
 		return rc;
+	lg->start = start;
 	if ((rc = seg_list(lg, &segs, &nsegs)) != 0)
 		goto err;
-	/* L6: every segment from the start one on is well formed */
-	uint64_t sseg = start / lg->seg;
+	/* L6: every segment from the start one on is well formed (those a
+	 * discard sets aside need not be) */
+	uint64_t sseg = start / lg->seg, dseg = cfg->discard_after ? cfg->discard_after / lg->seg : UINT64_MAX;
 	int have_start = 0;
 	for (size_t i = 0; i < nsegs; i++) {
 		io_file *f;
-		char path[4096];
-		if (segs[i] < sseg)
+		if (segs[i] < sseg || segs[i] > dseg)
 			continue;
 		seg_name(lg, segs[i], path, sizeof path);
 		if (segs[i] == sseg)
@@ -1248,22 +1497,37 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 	/* L6: no hole between the start segment and the last one present (no
 	 * create, recycle or truncation ever leaves one) */
 	for (size_t i = 1; i < nsegs; i++)
-		if (segs[i] > sseg && segs[i - 1] >= sseg && segs[i] != segs[i - 1] + 1) {
-			char path[4096];
+		if (segs[i] > sseg && segs[i] <= dseg && segs[i - 1] >= sseg && segs[i] != segs[i - 1] + 1) {
 			seg_name(lg, segs[i - 1] + 1, path, sizeof path);
 			rc = util_err(TP_ECORRUPT, "%s: missing log segment (segments before and after it exist)", path);
 			goto err;
 		}
 	if (!have_start) {
-		char path[4096];
 		seg_name(lg, sseg, path, sizeof path);
 		rc = util_err(TP_EBADSTORE, "%s: missing log segment (the log is needed from LSN %" PRIu64 ")", path,
 			      start);
 		goto err;
 	}
-	/* L4: find the end */
+	/* L14: the mark, read only: a refusal writes nothing */
+	mark_path(lg, path, sizeof path);
+	if ((rc = io_open(path, IO_RDONLY, &lg->mark)) != 0 && rc != ENOENT) {
+		rc = util_err(rc, "%s: cannot open: %s", path, strerror(rc));
+		goto err;
+	}
+	uint64_t mark = mark_get(lg, lg->mark);
+	if (lg->mark && !lg->readonly) { /* written by the flusher from here on */
+		io_close(lg->mark);
+		lg->mark = NULL;
+		if ((rc = io_open(path, 0, &lg->mark)) != 0) {
+			rc = util_err(rc, "%s: cannot open: %s", path, strerror(rc));
+			goto err;
+		}
+	}
+	/* L4: find the end (or the record the administrator discards from) */
 	pos = norm(lg, start);
 	for (;;) {
+		if (cfg->discard_after && pos >= cfg->discard_after)
+			break;
 		if (!(size = read_rec(lg, pos, &p, &cap, &rc))) {
 			if (rc && rc != ENOENT)
 				goto err;
@@ -1274,42 +1538,58 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 			last = pos;
 		pos = norm(lg, pos + size);
 	}
-	/* a torn tail, or corruption inside the log? */
 	uint64_t cut_end;
 	int continues;
-	if ((rc = tail_examine(lg, pos, &cut_end, &continues)) != 0)
-		goto err;
-	if (continues) {
-		char path[4096];
-		seg_name(lg, pos / lg->seg, path, sizeof path);
-		rc = util_err(TP_ECORRUPT,
-			      "%s: bad record at LSN %" PRIu64 " but the log goes on in the next segment: "
-			      "refusing to cut committed history",
-			      path, pos);
-		goto err;
-	}
-	lg->st.cut_bytes = cut_end - pos;
-	if (cut_end > pos) {
-		char path[4096];
-		seg_name(lg, pos / lg->seg, path, sizeof path);
-		if (!lg->quiet)
-			fprintf(stderr, "tpfs: log: torn tail cut at LSN %" PRIu64 " in %s: %" PRIu64 " bytes discarded\n",
-				pos, path, cut_end - pos);
-		if (!lg->readonly) { /* L5 */
-			io_file *f;
-			unsigned char *z = calloc(1, cut_end - pos);
-			if (!z) {
-				rc = ENOMEM;
-				goto err;
-			}
-			lg->dx_tail = UINT64_MAX; /* L11 */
-			if ((rc = segf_get(lg, pos / lg->seg, &f)) == 0 &&
-			    (rc = io_pwrite(f, z, cut_end - pos, pos % lg->seg)) == 0)
-				rc = io_sync(f);
-			free(z);
-			if (rc) {
-				rc = util_err(rc, "%s: cannot zero the torn tail: %s", path, strerror(rc));
-				goto err;
+	if (cfg->discard_after) {
+		if (pos != cfg->discard_after || pos < cfg->durable_floor) {
+			rc = util_err(TP_EINVAL,
+				      "log %s: cannot discard from LSN %" PRIu64 ": %s", lg->dir, cfg->discard_after,
+				      pos < cfg->durable_floor ? "the last checkpoint is after it"
+				      : pos < cfg->discard_after ? "the log ends before it"
+								 : "no record starts there");
+			goto err;
+		}
+		/* what is given up: every byte from pos to the last valid-looking
+		 * record, in this segment and the ones after it */
+		if ((rc = tail_examine(lg, pos, &cut_end, &continues)) != 0)
+			goto err;
+		for (size_t i = 0; i < nsegs; i++)
+			if (segs[i] > pos / lg->seg && read_rec(lg, segs[i] * lg->seg + LOG_SEG_HDR, &p, &cap, &rc))
+				cut_end = (segs[i] + 1) * lg->seg;
+		lg->st.cut_bytes = cut_end - pos;
+		if (!lg->readonly && (rc = discard_from(lg, pos, segs, nsegs)) != 0)
+			goto err;
+		mark = pos;
+	} else {
+		/* a torn tail, or damage (L15)? */
+		if ((rc = tail_examine(lg, pos, &cut_end, &continues)) != 0)
+			goto err;
+		if ((rc = tail_judge(lg, cfg, pos, mark, continues)) != 0)
+			goto err;
+		lg->st.cut_bytes = cut_end - pos;
+		if (cut_end > pos) {
+			seg_name(lg, pos / lg->seg, path, sizeof path);
+			if (!lg->quiet)
+				fprintf(stderr,
+					"tpfs: log: torn tail cut at LSN %" PRIu64 " in %s: %" PRIu64
+					" bytes discarded (written after LSN %" PRIu64 ", the last known durable point)\n",
+					pos, path, cut_end - pos, mark > cfg->durable_floor ? mark : cfg->durable_floor);
+			if (!lg->readonly) { /* L5 */
+				io_file *f;
+				unsigned char *z = calloc(1, cut_end - pos);
+				if (!z) {
+					rc = ENOMEM;
+					goto err;
+				}
+				lg->dx_tail = UINT64_MAX; /* L11 */
+				if ((rc = segf_get(lg, pos / lg->seg, &f)) == 0 &&
+				    (rc = io_pwrite(f, z, cut_end - pos, pos % lg->seg)) == 0)
+					rc = io_sync(f);
+				free(z);
+				if (rc) {
+					rc = util_err(rc, "%s: cannot zero the torn tail: %s", path, strerror(rc));
+					goto err;
+				}
 			}
 		}
 	}
@@ -1318,8 +1598,9 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 	 * recovery); from here on, a page's first change logs its image */
 	lg->horizon = pos;
 	lg->last = last;
-	lg->start = start;
 	if (!lg->readonly && (rc = seg_ensure(lg, pos / lg->seg)) != 0)
+		goto err;
+	if (!lg->readonly && (rc = mark_settle(lg, mark, pos)) != 0) /* L16 */
 		goto err;
 	/* L12: without the thread (not asked for, or none could be made)
 	 * appenders write a full buffer themselves, as they always may */

@@ -50,13 +50,22 @@ typedef struct log_config {
 	uint32_t spares;     /* recycled segments kept ahead of the end (0: 2) */
 	int writer;          /* a thread of the log writes buffers past half full
 				(log.c L12); 0: the appender that fills one does */
+	uint64_t durable_floor; /* every record below this LSN is known to have
+				   been durable (the last checkpoint's): damage
+				   below it is never taken for a torn tail (L15) */
+	uint64_t discard_after; /* 0; else the administrator accepts losing the
+				   log from this LSN (a record's start) on: it is
+				   cut there and the cut records are kept aside
+				   (read-only: in memory only) */
 } log_config;
 
 /* Set-up */
 /* Makes the first segment (and one spare) in an empty directory. */
 int log_create(const log_config *cfg);
 /* Opens the log whose oldest needed record is at start, finds its end, and
- * cuts a torn tail at the last whole record (saying how much was cut). */
+ * cuts a torn tail at the last whole record (saying how much was cut);
+ * damage that a crash cannot explain fails with TP_ECORRUPT, changing
+ * nothing (log.c L15). */
 int log_open(const log_config *cfg, uint64_t start, log_mgr **out);
 int log_close(log_mgr *lg);
 

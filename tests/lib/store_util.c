@@ -75,6 +75,22 @@ int su_segpath(const char *store_dir, uint64_t idx, char *out, size_t n)
 
 /* ---- raw files ---- */
 
+int su_raw_mark(const char *logdir, uint64_t lsn)
+{
+	char p[PATH_MAX];
+	unsigned char h[512];
+	size_t got;
+	int rc;
+	su_path(p, sizeof p, logdir, "durable");
+	if ((rc = su_raw_read(p, 0, h, sizeof h, &got)) != 0)
+		return rc;
+	if (got != sizeof h)
+		return EINVAL;
+	util_put64(h + 16, lsn);
+	util_put32(h + 508, util_crc32c(0, h, 508));
+	return su_raw_write(p, 0, h, sizeof h);
+}
+
 int su_raw_read(const char *path, uint64_t off, void *buf, size_t len, size_t *got)
 {
 	int fd = open(path, O_RDONLY);

@@ -43,6 +43,11 @@ int su_raw_truncate(const char *path, uint64_t size);
 int64_t su_raw_size(const char *path); /* -1 if it does not exist */
 /* XORs byte off of path with x (x != 0 changes it). */
 int su_raw_flip(const char *path, uint64_t off, unsigned char x);
+/* Sets the durable mark of the log in logdir (log.c L14) to lsn, as a
+ * power cut leaves it when the write of a newer mark was lost: a test that
+ * cuts the log where a power cut could have torn it lowers the mark to
+ * the durable point before the lost writes first. */
+int su_raw_mark(const char *logdir, uint64_t lsn);
 
 /* ---- fingerprints of a tree: every file's path, size and content hash ---- */
 

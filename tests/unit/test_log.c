@@ -502,12 +502,21 @@ static void damage(uint64_t lsn, uint64_t at)
 	cr_assert_eq(su_raw_flip(segpath(p, lsn / SEG), lsn % SEG + at, 0x5a), 0);
 }
 
+/* A power cut during the last flush (five_records' close): the mark of
+ * what was durable still says LSN 512 (L14), and the byte at lsn + at is
+ * torn. */
+static void tear(uint64_t lsn, uint64_t at)
+{
+	cr_assert_eq(su_raw_mark(tdir, LOG_SEG_HDR), 0);
+	damage(lsn, at);
+}
+
 Test(log, torn_last_record_is_cut)
 {
 	exp_rec v[5];
 	char p[SEGP];
 	five_records(v);
-	damage(v[4].lsn, rsize(v[4].len) - 9); /* inside the payload's last bytes */
+	tear(v[4].lsn, rsize(v[4].len) - 9); /* inside the payload's last bytes */
 	log_mgr *lg = open_log(LOG_SEG_HDR);
 	cr_assert_eq(log_end(lg), v[4].lsn, "the end is cut at the last whole record");
 	log_stats st;
@@ -530,7 +539,7 @@ Test(log, torn_header_is_cut)
 {
 	exp_rec v[5];
 	five_records(v);
-	damage(v[4].lsn, 4); /* the size field */
+	tear(v[4].lsn, 4); /* the size field */
 	log_mgr *lg = open_log(LOG_SEG_HDR);
 	cr_assert_eq(log_end(lg), v[4].lsn);
 	scan_all(lg, LOG_SEG_HDR, v, 4);
@@ -544,7 +553,7 @@ Test(log, no_stale_record_reappears_after_a_cut)
 {
 	exp_rec v[5], n[2];
 	five_records(v);
-	damage(v[3].lsn, LOG_REC_HDR + 3);
+	tear(v[3].lsn, LOG_REC_HDR + 3);
 	log_mgr *lg = open_log(LOG_SEG_HDR);
 	cr_assert_eq(log_end(lg), v[3].lsn);
 	log_stats st;
@@ -575,7 +584,7 @@ Test(log, readonly_open_cuts_in_memory_only)
 {
 	exp_rec v[5];
 	five_records(v);
-	damage(v[4].lsn, LOG_REC_HDR + 1);
+	tear(v[4].lsn, LOG_REC_HDR + 1);
 	su_tree *before = su_tree_take(tdir);
 	log_config c = cfg_of(SEG, 1);
 	log_mgr *lg;
@@ -591,6 +600,89 @@ Test(log, readonly_open_cuts_in_memory_only)
 	cr_assert(su_tree_equal(before, after, why, sizeof why), "read-only open changed the log: %s", why);
 	su_tree_free(before);
 	su_tree_free(after);
+}
+
+/* L15: the same damage as a torn tail, but in bytes the durable mark says
+ * were durable before the crash: refused, naming the file, offset and
+ * LSN and what was found, and nothing is written. */
+Test(log, damage_below_the_durable_mark_is_refused)
+{
+	exp_rec v[5];
+	char p[SEGP], why[512], want[128];
+	five_records(v); /* closed: synced, the mark names the end */
+	damage(v[3].lsn, LOG_REC_HDR + 3);
+	su_tree *before = su_tree_take(tdir);
+	log_config c = cfg_of(SEG, 0);
+	log_mgr *lg = NULL;
+	int rc = log_open(&c, LOG_SEG_HDR, &lg);
+	cr_assert_eq(rc, TP_ECORRUPT, "damage below the mark is not a torn tail (rc %d)", rc);
+	const char *m = tp_errmsg();
+	cr_assert_not_null(strstr(m, segpath(p, 0)), "names the file: %s", m);
+	snprintf(want, sizeof want, "offset %" PRIu64 " (LSN %" PRIu64 ")", v[3].lsn % SEG, v[3].lsn);
+	cr_assert_not_null(strstr(m, want), "names offset and LSN (%s): %s", want, m);
+	cr_assert_not_null(strstr(m, "checksum mismatch"), "says what was found: %s", m);
+	cr_assert_not_null(strstr(m, "durable mark"), "says why it was durable: %s", m);
+	cr_assert_not_null(strstr(m, "--discard-after"), "says how to accept the loss: %s", m);
+	c.readonly = 1;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_ECORRUPT, "a read-only open refuses too");
+	su_tree *after = su_tree_take(tdir);
+	cr_assert(su_tree_equal(before, after, why, sizeof why), "refusing changed the log: %s", why);
+	su_tree_free(before);
+	su_tree_free(after);
+}
+
+/* A zeroed sector in the middle of durable records, and a record whose
+ * header was zeroed: both refused. */
+Test(log, zeroed_sector_below_the_durable_mark_is_refused)
+{
+	exp_rec v[5];
+	char p[SEGP];
+	static const unsigned char z[512];
+	five_records(v);
+	uint64_t at = (v[0].lsn + 511) & ~(uint64_t)511; /* a whole sector inside the records */
+	cr_assert_leq(at + 512, v[4].lsn);
+	cr_assert_eq(su_raw_write(segpath(p, 0), at, z, sizeof z), 0);
+	log_config c = cfg_of(SEG, 0);
+	log_mgr *lg = NULL;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_ECORRUPT, "%s", tp_errmsg());
+}
+
+/* The durable floor (the checkpoint's record) holds even when the mark is
+ * older or gone. */
+Test(log, damage_below_the_durable_floor_is_refused)
+{
+	exp_rec v[5];
+	five_records(v);
+	tear(v[1].lsn, LOG_REC_HDR + 1);
+	log_config c = cfg_of(SEG, 0);
+	c.durable_floor = v[2].lsn + 1;
+	log_mgr *lg = NULL;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_ECORRUPT, "rc: below the floor");
+	cr_assert_not_null(strstr(tp_errmsg(), "checkpoint"), "%s", tp_errmsg());
+	c.durable_floor = v[1].lsn; /* the floor at the record: it may be cut */
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
+	cr_assert_eq(log_end(lg), v[1].lsn);
+	log_close(lg);
+}
+
+/* The mark moves with every durable flush, not only at close. */
+Test(log, every_durable_flush_moves_the_mark)
+{
+	exp_rec v[3];
+	log_mgr *lg = create_open();
+	for (int i = 0; i < 3; i++) {
+		v[i] = (exp_rec){.txid = 1, .prev = i ? v[i - 1].lsn : 0, .pgno = 1, .type = 6, .len = 300,
+				 .seed = 7 + (uint32_t)i};
+		put_exp(lg, &v[i]);
+		if (i == 1)
+			cr_assert_eq(log_flush(lg, v[1].lsn), 0);
+	}
+	/* the process dies: v[2] was never written; v[1] was durable */
+	log_panic(lg, TP_EPANIC, NULL);
+	log_close(lg);
+	damage(v[0].lsn, LOG_REC_HDR + 2);
+	log_config c = cfg_of(SEG, 0);
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_ECORRUPT, "the flush of v[1] marked it durable");
 }
 
 static void many_segments(exp_rec *v, size_t n)
@@ -691,6 +783,73 @@ Test(log, missing_segment_inside_the_log_is_refused)
 	cr_assert(su_tree_equal(before, after, why, sizeof why), "%s", why);
 	su_tree_free(before);
 	su_tree_free(after);
+
+	/* (c) the newest segment and every spare after it: no hole is left,
+	 * but the log reached a segment that is gone (L15) */
+	for (uint64_t k = last + 1; k < last + 16; k++)
+		(void)unlink(segpath(p, k));
+	rc = log_open(&c, LOG_SEG_HDR, &lg);
+	if (rc == 0) {
+		uint64_t end = log_end(lg);
+		log_close(lg);
+		cr_assert_fail("open succeeded without segments %" PRIu64 " and after: the log now ends at LSN %" PRIu64,
+			       last, end);
+	}
+	cr_assert_eq(rc, TP_ECORRUPT, "rc %d", rc);
+	cr_assert_not_null(strstr(tp_errmsg(), segpath(p, last)), "names the missing file: %s", tp_errmsg());
+}
+
+/* The administrator accepts a loss: a read-only open with discard_after
+ * shows what would go, changing nothing; a read-write one cuts there,
+ * keeps the cut segments aside, and the log opens normally after it. */
+Test(log, discard_after_cuts_and_keeps_the_evidence)
+{
+	enum { N = 100 };
+	static exp_rec v[N];
+	char p[SEGP], aside[SEGP + 16], why[512];
+	many_segments(v, N);
+	uint64_t last = v[N - 1].lsn / SEG;
+	size_t k = first_in_seg(v, N, 1) + 3; /* inside segment 1 */
+	damage(v[k].lsn, LOG_REC_HDR + 10);
+	log_config c = cfg_of(SEG, 0);
+	log_mgr *lg = NULL;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_ECORRUPT);
+
+	c.discard_after = v[k].lsn + 8; /* not a record's start */
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), TP_EINVAL, "%s", tp_errmsg());
+
+	c.discard_after = v[k].lsn;
+	c.readonly = 1;
+	su_tree *before = su_tree_take(tdir);
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
+	cr_assert_eq(log_end(lg), v[k].lsn);
+	log_stats st;
+	log_stats_get(lg, &st);
+	cr_assert_geq(st.cut_bytes, v[N - 1].lsn - v[k].lsn, "the dry run counts everything after the cut");
+	scan_all(lg, LOG_SEG_HDR, v, k);
+	log_close(lg);
+	su_tree *after = su_tree_take(tdir);
+	cr_assert(su_tree_equal(before, after, why, sizeof why), "the read-only discard changed the log: %s", why);
+	su_tree_free(before);
+	su_tree_free(after);
+
+	c.readonly = 0;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
+	cr_assert_eq(log_end(lg), v[k].lsn);
+	log_close(lg);
+	for (uint64_t i = 1; i <= last; i++) {
+		snprintf(aside, sizeof aside, "%s.discarded", segpath(p, i));
+		cr_assert_geq(su_raw_size(aside), (int64_t)SEG, "%s keeps the cut records", aside);
+	}
+	c.discard_after = 0;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "after the discard the log opens: %s", tp_errmsg());
+	scan_all(lg, LOG_SEG_HDR, v, k);
+	exp_rec n = {.txid = 5, .pgno = 3, .type = 6, .len = 100, .seed = 1};
+	put_exp(lg, &n);
+	cr_assert_eq(n.lsn, v[k].lsn, "new records go where the cut was");
+	cr_assert_eq(log_close(lg), 0);
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
+	log_close(lg);
 }
 
 Test(log, open_checks_segment_headers)
