@@ -12,7 +12,9 @@
  *           valid however the directory changes
  *   data    u64 ino (big-endian) + u64 block (big-endian) -> the block's
  *           bytes (FS_BLOCK bytes at most: one overflow page each); absent
- *           blocks are holes; a symlink's target is its block 0
+ *           blocks are holes; a symlink's target is its blocks 0.. (as
+ *           many as it needs: up to 4,095 bytes whatever the page size),
+ *           written with the symlink in one transaction
  *   xattr   u64 ino (big-endian) + name -> value
  *   orphan  u64 ino -> nothing: unlinked while open, reclaimed at the last
  *           close and at mount

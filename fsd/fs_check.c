@@ -11,7 +11,9 @@
  *   C4  every data block belongs to an existing inode, holds at most one
  *       block, and no byte at or past the file's size (fs_data.c D1; blocks
  *       fallocate made past the size with KEEP_SIZE hold only zeros);
- *   C5  an inode's block count is the number of its blocks.
+ *   C5  an inode's block count is the number of its blocks;
+ *   C6  a symlink's target is 1 to FS_SYMLINK_MAX bytes, held whole in
+ *       its first blocks (no hole: size / bsize rounded up, with C4).
  * A store that was not closed cleanly must be mounted first (recovery).
  */
 #include "fs_int.h"
@@ -272,6 +274,10 @@ int fs_check(const char *store, void *errp, int verbose)
 		else
 			files++;
 		blocks += in->nblocks;
+		if (S_ISLNK(in->mode) && (in->size == 0 || in->size > FS_SYMLINK_MAX ||
+					  in->nblocks != (in->size + f->bsize - 1) / f->bsize))
+			PROBLEM("symlink %" PRIu64 " has a target of %" PRIu64 " bytes in %" PRIu64 " blocks (C6)", in->ino,
+				in->size, in->nblocks);
 		if (in->orphan) {
 			if (in->links)
 				PROBLEM("inode %" PRIu64 " is an orphan but still has %" PRIu32 " entries", in->ino, in->links);

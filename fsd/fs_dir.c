@@ -283,12 +283,14 @@ int fs_mkdir(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_
 	return create(f, c, parent, name, S_IFDIR | (mode & 07777), 0, NULL, out);
 }
 
+/* The target goes to the link's blocks (fs_data_put: as many as it needs)
+ * in create_fn's transaction, with the inode and its entry. */
 int fs_symlink(fs *f, const fs_caller *c, uint64_t parent, const char *name, const char *target, fs_attr *out)
 {
 	size_t tl = strlen(target);
 	if (tl == 0)
 		return -ENOENT;
-	if (tl >= 4096 || tl > f->bsize)
+	if (tl > FS_SYMLINK_MAX)
 		return -ENAMETOOLONG;
 	return create(f, c, parent, name, S_IFLNK | 0777, 0, target, out);
 }

@@ -17,6 +17,10 @@
 #define FS_MAX_FILE (1ull << 44)
 #define FS_XATTR_MAX 65536
 #define FS_LINK_MAX 65000
+/* Longest symlink target: PATH_MAX - 1, as Linux allows (ENAMETOOLONG
+ * beyond).  Stored as the link's file blocks 0.., as many as it needs
+ * (fs.h: five with 1 KiB pages, two with 4 KiB, one with 64 KiB). */
+#define FS_SYMLINK_MAX 4095
 
 /* Inode record (little-endian):
  *    0 4 mode     4 4 nlink    8 4 uid     12 4 gid
