@@ -596,16 +596,14 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	to.logdir = f->opt.logdir;
 	to.background = 1; /* no file-system call waits for a checkpoint */
 	if ((rc = tp_open(store, &to, &f->env)) != 0) {
-		fprintf(stderr, "tpfsd: %s: %s\n", store, tp_errmsg());
+		if (!f->opt.quiet) /* (quiet callers, tpfs check, say it themselves) */
+			fprintf(stderr, "tpfsd: %s: %s\n", store, tp_errmsg());
 		goto err;
 	}
-	if (f->opt.readonly && !tp_clean(f->env)) { /* a read-only open does not recover */
-		fprintf(stderr, "tpfsd: %s: the store was not closed cleanly: mount it read-write once so that "
-				"recovery runs\n",
+	if (f->opt.readonly && tp_recovered(f->env) && !f->opt.quiet) /* (tp.h: recovered in memory) */
+		fprintf(stderr, "tpfsd: %s: the store was not closed cleanly: recovered in memory for this "
+				"read-only mount (nothing written); the next read-write mount recovers it on disk\n",
 			store);
-		rc = TP_EBADSTORE;
-		goto err;
-	}
 	if ((rc = open_tree(f, "inode", TP_TREE_U64, &f->inodes)) != 0 ||
 	    (rc = open_tree(f, "dirent", 0, &f->dirents)) != 0 || (rc = open_tree(f, "data", 0, &f->data)) != 0 ||
 	    (rc = open_tree(f, "xattr", 0, &f->xattrs)) != 0 ||

@@ -14,7 +14,8 @@
  *   C5  an inode's block count is the number of its blocks;
  *   C6  a symlink's target is 1 to FS_SYMLINK_MAX bytes, held whole in
  *       its first blocks (no hole: size / bsize rounded up, with C4).
- * A store that was not closed cleanly must be mounted first (recovery).
+ * A store that was not closed cleanly is checked as recovery leaves it:
+ * the read-only open recovers it in memory and writes nothing (tp.h).
  */
 #include "fs_int.h"
 
@@ -246,10 +247,15 @@ int fs_check(const char *store, void *errp, int verbose)
 	fs *f;
 	int rc;
 
-	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: refuses a store that needs recovery */
-		fprintf(err, "tpfs check: %s: cannot check it (%s)\n", store, strerror(-rc));
+	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: writes nothing, recovers in memory */
+		const char *m = tp_errmsg();
+		fprintf(err, "tpfs check: %s: cannot check it: %s\n", store, m && *m ? m : strerror(-rc));
 		return rc;
 	}
+	if (tp_recovered(f->env))
+		fprintf(err, "tpfs check: %s: the store was not closed cleanly: checking it as recovery leaves it "
+			     "(recovered in memory; nothing written)\n",
+			store);
 	if ((rc = tp_verify(f->env, 0, verbose ? err : NULL)) != 0) {
 		PROBLEM("%s", tp_errmsg());
 		rc = 0;

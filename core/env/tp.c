@@ -8,6 +8,12 @@
  * checkpoint (rec, which makes the transaction table), then a checkpoint if
  * recovery found anything to do, so the next open starts clean.
  *
+ * E1 A read-only open writes nothing: the page file is opened IO_SCRATCH
+ *    and the log read-only (log.c L17), so recovery runs as always but its
+ *    pages and records stay in memory; no checkpoint is taken and no
+ *    thread started.  tp_clean() then tells whether it found work: the
+ *    state seen is what a read-write open would make durable.
+ *
  * Checkpoints come due by log size (ckpt_log_bytes since the last) or time
  * (ckpt_ms, if the log grew).  With opt.background a thread of the engine
  * takes them: a commit that finds one due only wakes it, and never waits
@@ -204,7 +210,8 @@ static uint32_t spares_for(uint64_t ckpt_log_bytes, uint64_t seg_size)
 	return n < 2 ? 2 : n > 64 ? 64 : (uint32_t)n;
 }
 
-int tp_open(const char *path, const tp_options *o, tp_env **out)
+/* Opens the store; recover: run recovery (read-only: in memory, E1). */
+static int env_open(const char *path, const tp_options *o, int recover, tp_env **out)
 {
 	tp_env *env = calloc(1, sizeof *env);
 	char logdir[PATH_MAX], data[PATH_MAX];
@@ -247,12 +254,13 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);
-	if ((rc = io_open(data, env->opt.readonly ? IO_RDONLY : 0, &env->data)) != 0) {
+	if ((rc = io_open(data, env->opt.readonly ? (recover ? IO_SCRATCH : IO_RDONLY) : 0, &env->data)) != 0) {
 		rc = util_err(rc == ENOENT ? TP_EBADSTORE : rc, "%s: %s", data,
 			      rc == ENOENT ? "the page file is missing" : strerror(rc));
 		goto err;
 	}
-	if ((rc = buf_open(env->data, env->lg, env->psize, env->opt.cache_pages, env->opt.readonly, &env->bp)) != 0)
+	if ((rc = buf_open(env->data, env->lg, env->psize, env->opt.cache_pages, env->opt.readonly && !recover,
+			   &env->bp)) != 0)
 		goto err;
 	uint64_t pages;
 	if ((rc = buf_file_pages(env->bp, &pages)) != 0)
@@ -262,7 +270,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 			      data, pages, m->data_pages);
 		goto err;
 	}
-	if (env->opt.readonly) {
+	if (!recover) {
 		if ((rc = txn_mgr_open(env->lg, env->bp, 1, &env->tm)) != 0)
 			goto err;
 		*out = env;
@@ -271,16 +279,22 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	if ((rc = rec_recover(env->lg, env->bp, m->ckpt_lsn, &env->tm, &env->rec)) != 0)
 		goto err;
 	/* the checkpoint record itself is the one record of a clean store */
-	if (env->rec.records > 1 || env->rec.redone || env->rec.losers) {
+	env->recovered = env->rec.records > 1 || env->rec.redone || env->rec.losers;
+	if (env->recovered) {
 		if (!env->opt.quiet)
 			fprintf(stderr,
-				"tpfs: %s: recovered: %" PRIu64 " log records scanned (LSN %" PRIu64 "..%" PRIu64
+				"tpfs: %s: recovered%s: %" PRIu64 " log records scanned (LSN %" PRIu64 "..%" PRIu64
 				"), %" PRIu64 " redone, %" PRIu64 " transactions rolled back (%" PRIu64
 				" records undone), %" PRIu64 " ms\n",
-				path, env->rec.records, env->rec.from_lsn, env->rec.to_lsn, env->rec.redone,
+				path, env->opt.readonly ? " in memory (read-only: nothing written)" : "",
+				env->rec.records, env->rec.from_lsn, env->rec.to_lsn, env->rec.redone,
 				env->rec.losers, env->rec.undone, env->rec.ms);
-		if ((rc = tp_checkpoint(env)) != 0)
+		if (!env->opt.readonly && (rc = tp_checkpoint(env)) != 0)
 			goto err;
+	}
+	if (env->opt.readonly) { /* E1: no checkpoints, no threads */
+		*out = env;
+		return 0;
 	}
 	env->ckpt_end = log_end(env->lg);
 	env->ckpt_ns = util_now_ns();
@@ -292,6 +306,8 @@ err:
 	env_free(env);
 	return rc;
 }
+
+int tp_open(const char *path, const tp_options *o, tp_env **out) { return env_open(path, o, 1, out); }
 
 int tp_close(tp_env *env)
 {
@@ -313,6 +329,8 @@ void tp_crash_close(tp_env *env)
 						 background checkpoint fails) */
 	env_free(env);
 }
+
+int tp_recovered(tp_env *env) { return env->recovered; }
 
 int tp_clean(tp_env *env)
 {
@@ -569,7 +587,7 @@ int tp_logdump(const char *path, FILE *out, uint64_t from)
 	tp_options_init(&o);
 	o.readonly = 1;
 	o.quiet = 1;
-	if ((rc = tp_open(path, &o, &env)) != 0)
+	if ((rc = env_open(path, &o, 0, &env)) != 0) /* the log as it is on disk */
 		return rc;
 	const store_super *sb = store_sb(env->st);
 	const store_master *m = store_master_get(env->st);

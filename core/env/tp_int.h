@@ -40,6 +40,7 @@ struct tp_env {
 	int bg_kick, bg_stop;
 	int bg_kicked;            /* atomic: a kick is pending (commits skip bg_mu) */
 	rec_result rec;
+	int recovered;          /* this open found work for recovery (E1) */
 };
 
 struct tp_txn {

@@ -43,7 +43,8 @@ typedef struct tp_options {
 	uint32_t ckpt_ms;        /* ...or this long since the last (30000) */
 	const char *logdir;      /* at creation: keep the log there; at open: the
 				    log is there now (moved since creation) */
-	int readonly;            /* inspect: no recovery, no writes at all */
+	int readonly;            /* inspect: no writes at all (recovery, if the
+				    store needs it, runs in memory) */
 	uint64_t discard_after;  /* 0; else accept losing the log from this LSN
 				    on (where damage was reported): the records
 				    from there are cut (kept aside as
@@ -71,8 +72,12 @@ int tp_close(tp_env *env);
 void tp_crash_close(tp_env *env);
 int tp_checkpoint(tp_env *env);
 /* 1 if nothing was logged after the last checkpoint (closed cleanly, or
- * recovered): a read-only open then sees the committed state exactly. */
+ * recovered). */
 int tp_clean(tp_env *env);
+/* 1 if this open found the store not closed cleanly and recovered it.  A
+ * read-only open recovers in memory and writes nothing: it sees the
+ * committed state a read-write open would make durable. */
+int tp_recovered(tp_env *env);
 /* Makes every committed transaction durable (commits already are; this is
  * for transactions committed with TP_COMMIT_NOSYNC). */
 int tp_sync(tp_env *env);

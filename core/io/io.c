@@ -342,15 +342,20 @@ int io_open(const char *path, int flags, io_file **out)
 	io_file *f = NULL;
 	int rc;
 
-	if (path == NULL || out == NULL || (flags & ~(IO_RDONLY | IO_CREATE | IO_EXCL)) != 0)
+	if (path == NULL || out == NULL || (flags & ~(IO_RDONLY | IO_CREATE | IO_EXCL | IO_SCRATCH)) != 0 ||
+	    ((flags & IO_SCRATCH) && (flags & IO_CREATE)))
 		return io_fail(EINVAL, "open", path);
 	if ((f = calloc(1, sizeof *f)) == NULL || (f->io_path = strdup(path)) == NULL) {
 		rc = ENOMEM;
 		goto err;
 	}
 	f->io_be = io_cur; /* I1 */
-	if ((rc = f->io_be->open(path, flags, &f->io_h)) != 0)
+	if ((rc = f->io_be->open(path, (flags & IO_SCRATCH) ? IO_RDONLY : flags, &f->io_h)) != 0)
 		goto err;
+	if ((flags & IO_SCRATCH) && (rc = io_scratch_wrap(io_cur, f->io_h, &f->io_be, &f->io_h)) != 0) {
+		io_cur->close(f->io_h);
+		goto err;
+	}
 	*out = f;
 	return 0;
 err:

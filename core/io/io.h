@@ -32,6 +32,8 @@ enum {
 	IO_RDONLY = 1 << 0, /* open for reading only */
 	IO_CREATE = 1 << 1, /* create if missing (mode 0644) */
 	IO_EXCL = 1 << 2,   /* with IO_CREATE: fail with EEXIST if present */
+	IO_SCRATCH = 1 << 3, /* read the file, keep every write in memory only
+				(io_scratch.c): for recovering a store in memory */
 };
 
 /* Files */
@@ -124,6 +126,9 @@ typedef struct io_backend {
 } io_backend;
 
 const io_backend *io_posix_backend(void);
+/* Wraps handle h of backend be (a file open for reading) in the scratch
+ * backend of IO_SCRATCH (io_scratch.c); io_open calls it. */
+int io_scratch_wrap(const io_backend *be, void *h, const io_backend **out_be, void **out_h);
 /* Installs b (NULL restores POSIX).  Not thread-safe; call before opening. */
 void io_set_backend(const io_backend *b);
 

@@ -130,6 +130,10 @@
  *       before it appends (the bytes found past the mark may have been
  *       in the page cache only, after a crash of the process alone), then
  *       writes the mark: the log's durable point is its end from then on.
+ *   L17 A read-only log never writes a file: records appended to it (the
+ *       CLRs of a recovery done in memory, tp.c E-) stay in the buffer,
+ *       which grows instead of being written, and a flush only moves the
+ *       durable point in memory.
  *   L13 A segment file is made or renamed into place only under lg->mu,
  *       and only at an index where no file is: appenders make the
  *       segments they enter (seg_make, under mu) while a checkpoint
@@ -528,9 +532,9 @@ static int put_locked(log_mgr *lg, log_rec *r)
 		uint64_t need = pad + (pad ? LOG_SEG_HDR : 0) + size + LOG_SEG_HDR + LOG_REC_HDR;
 		if (lg->end - lg->buf_lsn + need <= lg->cap)
 			break;
-		if (lg->end == lg->buf_lsn) { /* a record larger than the buffer */
+		if (lg->end == lg->buf_lsn || lg->readonly) { /* a record larger than the buffer; or L17 */
 			size_t ncap = lg->cap;
-			while (ncap < need)
+			while (ncap < lg->end - lg->buf_lsn + need)
 				ncap *= 2;
 			unsigned char *nb = realloc(lg->buf, ncap);
 			if (!nb)
@@ -820,6 +824,10 @@ static int write_taken(log_mgr *lg, int sync)
  * wait for others to join its flush. */
 static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 {
+	if (lg->readonly) { /* L17: nothing is written; the buffer holds it all */
+		lg->durable = lg->end;
+		return 0;
+	}
 	for (;;) {
 		if (lg->panic)
 			return util_err(TP_EPANIC, "log %s: an earlier write failed; reopen the store to recover",
