@@ -1,6 +1,6 @@
 /*
- * tpfs -- the store administration command: mkfs, check, stat, logdump,
- * demo.
+ * tpfs -- the store administration command: mkfs, check, recover, stat,
+ * logdump, demo.
  *
  * Thin: it parses arguments, calls the engine through tp.h, and turns
  * engine errors into messages and exit codes (0 ok, 1 failure, 2 usage).
@@ -39,7 +39,18 @@ static const char usage[] =
 	"        fences, links, free space, no page leaked) and the file system (link\n"
 	"        counts, every inode reachable, block ownership, sizes).  Exit 0 when\n"
 	"        clean, 1 when problems were found (each is printed), 2 on usage.\n"
-	"        A store that was not closed cleanly must be mounted once first.\n"
+	"        A store that was not closed cleanly is checked as recovery leaves\n"
+	"        it, recovered in memory: checking never writes to the store.\n"
+	"  recover [--discard-after LSN [--yes]] STORE\n"
+	"        Recover a store that is not mounted (as the next mount would) and\n"
+	"        check it.  When the log is damaged -- the mount and `tpfs check`\n"
+	"        refuse, naming the file, offset and LSN -- --discard-after LSN\n"
+	"        accepts losing every change logged from that LSN on: it first says\n"
+	"        what would be discarded and what recovery would then do, changing\n"
+	"        nothing; with --yes it cuts the log there (the cut segment files are\n"
+	"        kept beside the log as log.<index>.discarded), recovers and checks.\n"
+	"        Pages the engine had already written back with changes from the\n"
+	"        discarded records are reported by the check.\n"
 	"  stat MOUNTPOINT\n"
 	"        Print the statistics of a mounted tpfs: operations served (FUSE round\n"
 	"        trips), transactions, log bytes and flushes, cache hit rate, lock\n"
@@ -206,6 +217,68 @@ static int cmd_check(int argc, char **argv)
 	return rc == 0 ? 0 : 1;
 }
 
+static int cmd_recover(int argc, char **argv)
+{
+	static const struct option lo[] = {{"discard-after", required_argument, NULL, 'd'},
+					   {"yes", no_argument, NULL, 'y'},
+					   {"help", no_argument, NULL, 'h'},
+					   {NULL, 0, NULL, 0}};
+	uint64_t lsn = 0;
+	int yes = 0, c, rc;
+	tp_options o;
+	tp_env *env;
+	tp_stats st;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd':
+			if (parse_size(optarg, &lsn) || !lsn) {
+				fprintf(stderr, "tpfs recover: bad LSN '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'y': yes = 1; break;
+		case 'h': fputs(usage, stdout); return 0;
+		default: fputs(usage, stderr); return 2;
+		}
+	}
+	if (optind != argc - 1 || (yes && !lsn)) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	const char *store = argv[optind];
+	tp_options_init(&o);
+	o.quiet = 1;
+	o.discard_after = lsn;
+	if (lsn && !yes) { /* say what it would do, changing nothing */
+		o.readonly = 1;
+		if ((rc = tp_open(store, &o, &env)) != 0)
+			return fail("recover", store, rc);
+		tp_stats_get(env, &st);
+		tp_close(env);
+		printf("tpfs recover: %s: would discard the log from LSN %" PRIu64 " on: %" PRIu64
+		       " bytes that still hold records; recovery would then redo %" PRIu64
+		       " records and roll back %" PRIu64 " transactions.\n"
+		       "Every change logged from LSN %" PRIu64 " on would be lost, committed or not.  Nothing was "
+		       "changed.  To do it: tpfs recover --discard-after %" PRIu64 " --yes %s\n",
+		       store, lsn, st.rec_cut_bytes, st.rec_redone, st.rec_losers, lsn, lsn, store);
+		return 0;
+	}
+	if ((rc = tp_open(store, &o, &env)) != 0)
+		return fail("recover", store, rc);
+	tp_stats_get(env, &st);
+	if ((rc = tp_close(env)) != 0)
+		return fail("recover", store, rc);
+	if (lsn)
+		printf("tpfs recover: %s: discarded the log from LSN %" PRIu64 " on (%" PRIu64
+		       " bytes; the cut segment files are kept as log.<index>.discarded)\n",
+		       store, lsn, st.rec_cut_bytes);
+	printf("tpfs recover: %s: recovered: %" PRIu64 " records redone, %" PRIu64 " transactions rolled back\n",
+	       store, st.rec_redone, st.rec_losers);
+	rc = fs_check(store, stderr, 0);
+	printf("tpfs recover: %s: %s\n", store, rc == 0 ? "checked: clean" : "the check found problems (above)");
+	return rc == 0 ? 0 : 1;
+}
+
 static int cmd_stat(int argc, char **argv)
 {
 	char buf[8192];
@@ -237,6 +310,8 @@ int main(int argc, char **argv)
 		return cmd_logdump(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "check"))
 		return cmd_check(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "recover"))
+		return cmd_recover(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "stat"))
 		return cmd_stat(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "demo"))

@@ -1362,7 +1362,7 @@ static int tail_judge(log_mgr *lg, const log_config *cfg, uint64_t pos, uint64_t
 	return util_err(TP_ECORRUPT,
 			"%s, offset %" PRIu64 " (LSN %" PRIu64 "): the log is damaged: found %s, but %s -- not a "
 			"torn tail.  Nothing was changed.  To accept losing every change from LSN %" PRIu64
-			" on: tpfs recover --discard-after %" PRIu64,
+			" on: tpfs recover --discard-after %" PRIu64 " STORE",
 			path, pos % lg->seg, pos, why, proof, pos, pos);
 }
 
