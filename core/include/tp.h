@@ -67,8 +67,8 @@ int tp_mkfs(const char *store, const tp_options *o);
  * them -- that group or others may access, and calls loose(arg, path,
  * mode, want) for each, want being mode without those bits; with tighten
  * after chmod'ing it to want.  *count (may be NULL): how many.  0, or an
- * error with the path in tp_errmsg (one that cannot be read or changed);
- * reading the superblock's log directory needs no valid store otherwise. */
+ * error with the path in tp_errmsg (one that cannot be read or changed,
+ * or a superblock that cannot be read: then nothing is looked at). */
 typedef void tp_loose_fn(void *arg, const char *path, unsigned mode, unsigned want);
 int tp_private(const char *store, const char *logdir, int tighten, tp_loose_fn *loose, void *arg, unsigned *count);
 int tp_open(const char *store, const tp_options *o, tp_env **out);

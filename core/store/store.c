@@ -307,14 +307,17 @@ int store_private(const char *dir, const char *logdir, int tighten, store_loose_
 
 	if ((rc = priv_dir(dir, "store", &mode)) != 0)
 		goto out;
-	if (!logdir) { /* the superblock's; unreadable: the open that follows says why */
-		if (store_open(dir, 1, &st) == 0 && store_sb(st)->logdir[0])
+	/* nothing is touched in a directory that is not a store */
+	if ((rc = store_open(dir, 1, &st)) != 0)
+		goto out;
+	if (!logdir) {
+		if (store_sb(st)->logdir[0])
 			snprintf(log, sizeof log, "%s", store_sb(st)->logdir);
 		else
 			store_path(dir, "log", log, sizeof log);
-		store_close(st);
 		logdir = log;
 	}
+	store_close(st);
 	if ((rc = priv_tree(&w, dir, mode, 0)) != 0)
 		goto out;
 	/* The log directory, unless the walk of the store went through it

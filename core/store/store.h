@@ -52,7 +52,8 @@ int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start, uint64_t 
  * directory in them that group or others may access -- want is mode
  * without those bits; with tighten, after chmod'ing it to want -- and
  * counts them in *count.  Symbolic links are not followed, except to the
- * log directory.  0, or an error naming the path. */
+ * log directory.  0, or an error naming the path; a directory whose
+ * superblock cannot be read is left alone (store_open's error). */
 typedef void store_loose_fn(void *arg, const char *path, unsigned mode, unsigned want);
 int store_private(const char *dir, const char *logdir, int tighten, store_loose_fn *fn, void *arg, unsigned *count);
 /* dir/name into out. */

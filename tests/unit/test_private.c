@@ -8,7 +8,8 @@
  * segment of a store that holds a secret, cannot list the store, and
  * `tpfs logdump` fails for them (it works for the owner); tp_private
  * reports a store whose modes were loosened, path by path, without
- * changing it, and tightens it when asked.
+ * changing it, and tightens it when asked (and leaves a directory that is
+ * not a store alone).
  *
  * The temporary directory is made 0755, so that nothing but the store's
  * own modes keeps the other user out.  The tests run as root and drop to
@@ -400,4 +401,12 @@ Test(private, loose_store_reported_then_tightened, .init = setup, .fini = teardo
 	tp_env *env;
 	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
 	cr_assert_eq(tp_close(env), 0);
+
+	/* a directory that is not a store is left alone */
+	char plain[128];
+	path_in(plain, sizeof plain, "plain");
+	cr_assert_eq(mkdir(plain, 0755), 0);
+	cr_assert_eq(chmod(plain, 0755), 0);
+	cr_assert_eq(tp_private(plain, NULL, 1, NULL, NULL, &cnt), TP_EBADSTORE, "%s", tp_errmsg());
+	cr_assert_eq(mode_of(plain), 0755u, "tp_private changed a directory that is not a store");
 }
