@@ -11,7 +11,9 @@
  *   C4  every data block belongs to an existing inode, holds at most one
  *       block, and no byte at or past the file's size (fs_data.c D1; blocks
  *       fallocate made past the size with KEEP_SIZE hold only zeros);
- *   C5  an inode's block count is the number of its blocks.
+ *   C5  an inode's block count is the number of its blocks;
+ *   C6  the store is private to its owner (tp_private): no file or
+ *       directory of it, or of its log directory, open to group or others.
  * A store that was not closed cleanly must be mounted first (recovery).
  */
 #include "fs_int.h"
@@ -236,6 +238,13 @@ static int reach(fs *f, ck *k)
 	return rc;
 }
 
+/* C6: one path of the store that other users may access. */
+static void loose_path(void *arg, const char *path, unsigned mode, unsigned want)
+{
+	ck *k = arg;
+	PROBLEM("%s: mode %04o: other users may read the store through it; should be %04o (C6)", path, mode, want);
+}
+
 int fs_check(const char *store, void *errp, int verbose)
 {
 	FILE *err = errp ? errp : stderr;
@@ -244,6 +253,7 @@ int fs_check(const char *store, void *errp, int verbose)
 	fs *f;
 	int rc;
 
+	(void)tp_private(store, NULL, 0, loose_path, k, NULL); /* C6; an error: fs_mount says why */
 	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: refuses a store that needs recovery */
 		fprintf(err, "tpfs check: %s: cannot check it (%s)\n", store, strerror(-rc));
 		return rc;
