@@ -32,9 +32,9 @@
  * I5  Every function returns 0 or a positive errno, saved right after the
  *     system call that set it; failures also set util_err's message naming
  *     the operation and the path.
- * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/unlink/
- *     chmod on store files (the simulator reaches them through the POSIX backend or
- *     on its own fds).
+ * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/
+ *     unlink/chmod on store files (the simulator reaches them through the
+ *     POSIX backend or on its own fds).
  * I7  io_pwrite_durable either writes nothing and answers ENOTSUP (the
  *     caller then uses io_pwrite and io_sync: the crash simulator, which
  *     has no such call, sees exactly those), or is a write followed by a
