@@ -13,7 +13,9 @@
  *       fallocate made past the size with KEEP_SIZE hold only zeros);
  *   C5  an inode's block count is the number of its blocks;
  *   C6  a symlink's target is 1 to FS_SYMLINK_MAX bytes, held whole in
- *       its first blocks (no hole: size / bsize rounded up, with C4).
+ *       its first blocks (no hole: size / bsize rounded up, with C4);
+ *   C7  the store is private to its owner (tp_private): no file or
+ *       directory of it, or of its log directory, open to group or others.
  * A store that was not closed cleanly is checked as recovery leaves it:
  * the read-only open recovers it in memory and writes nothing (tp.h).
  */
@@ -239,6 +241,13 @@ static int reach(fs *f, ck *k)
 	return rc;
 }
 
+/* C7: one path of the store that other users may access. */
+static void loose_path(void *arg, const char *path, unsigned mode, unsigned want)
+{
+	ck *k = arg;
+	PROBLEM("%s: mode %04o: other users may read the store through it; should be %04o (C7)", path, mode, want);
+}
+
 int fs_check(const char *store, void *errp, int verbose)
 {
 	FILE *err = errp ? errp : stderr;
@@ -247,6 +256,7 @@ int fs_check(const char *store, void *errp, int verbose)
 	fs *f;
 	int rc;
 
+	(void)tp_private(store, NULL, 0, loose_path, k, NULL); /* C7; an error: fs_mount says why */
 	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: writes nothing, recovers in memory */
 		const char *m = tp_errmsg();
 		fprintf(err, "tpfs check: %s: cannot check it: %s\n", store, m && *m ? m : strerror(-rc));

@@ -17,6 +17,10 @@
  * D4  Paths are made absolute first: the daemon leaves its working
  *     directory for / when it detaches, and the engine opens log segments
  *     by path long after.
+ * D5  Before the store is opened, it is made private to its owner again if
+ *     anything of it is open to group or others (tp_private; each path is
+ *     logged with its old and new mode).  A read-only mount changes
+ *     nothing, so it refuses such a store, naming each path.
  * Shutdown: fusermount3 -u (or umount) ends the session loop; SIGTERM,
  * SIGINT and SIGHUP end it through libfuse's handlers.  Then the kernel
  * mount goes, the tick thread stops, and fs_unmount flushes the log and
@@ -48,6 +52,7 @@
 #include "fsd_io.h"
 #include "fs.h"
 #include "fsd_ops.h"
+#include "tp.h"
 
 #ifndef TPFS_VERSION
 #define TPFS_VERSION "0.1.0"
@@ -78,6 +83,7 @@ static const char usage[] =
 	"\n"
 	"Mount options of tpfs:\n"
 	"  ro                    mount read-only: nothing is written to the store\n"
+	"                        (refused if other users may read the store)\n"
 	"  rw                    mount read-write (the default)\n"
 	"  sync                  every call is durable when it returns\n"
 	"  async                 calls are durable after fsync, fdatasync or fsyncdir\n"
@@ -661,6 +667,37 @@ static int lock_store(const char *store)
 	return fd;
 }
 
+/* D5 */
+static void loose_path(void *arg, const char *path, unsigned mode, unsigned want)
+{
+	const conf *c = arg;
+	if (c->fo.readonly)
+		fsd_log(LOG_ERR, "%s: mode %04o: other users may read the store through it", path, mode);
+	else
+		fsd_log(LOG_WARNING, "%s: mode %04o -> %04o: other users could read the store through it", path, mode,
+			want);
+}
+
+static int make_private(const conf *c)
+{
+	unsigned n = 0;
+	int rc = tp_private(c->store_abs, c->logdir, !c->fo.readonly, loose_path, (void *)c, &n);
+	if (rc < 0) /* not a store, or no log directory: fs_mount says why */
+		return 0;
+	if (rc) {
+		fsd_log(LOG_ERR, "%s: not mounted: cannot make the store private to its owner: %s", c->store_abs,
+			tp_errmsg());
+		return -1;
+	}
+	if (n && c->fo.readonly) {
+		fsd_log(LOG_ERR, "%s: not mounted: %u paths of the store are open to other users, and a read-only "
+			"mount changes nothing; mount it read-write once (which makes it private), or chmod go-rwx them",
+			c->store_abs, n);
+		return -1;
+	}
+	return 0;
+}
+
 /* The kernel reads ahead at most the backing device's read_ahead_kb (128 by
  * default), whatever max_readahead asks: sequential reads would come in
  * 128 KiB requests, 8 round trips a MiB.  Raise it to FSD_IO_SIZE; the
@@ -780,7 +817,7 @@ int main(int argc, char **argv)
 	openlog("tpfsd", LOG_PID, LOG_DAEMON);
 
 	/* D3 */
-	if ((lock_fd = lock_store(c.store_abs)) < 0)
+	if ((lock_fd = lock_store(c.store_abs)) < 0 || make_private(&c) != 0) /* D5 */
 		goto out;
 	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */

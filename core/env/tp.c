@@ -82,6 +82,35 @@ static void log_dir_of(const char *store_dir, const store_super *sb, char *out, 
 		store_path(store_dir, "log", out, n);
 }
 
+/* A directory mkfs is given that exists already (the store's, or the log
+ * directory): a shared one is refused (check), else it becomes private
+ * (io.c I8), as one mkfs makes would be. */
+static int mkfs_own_dir(const char *path, const char *what, int check, int quiet)
+{
+	unsigned mode;
+	int rc = io_mode(path, 1, &mode, NULL);
+	if (rc)
+		return util_err(rc, "%s: %s", path, strerror(rc));
+	if (check)
+		return (mode & 01000) ? util_err(EPERM, "%s: the %s has the sticky bit (mode %04o): a directory "
+						       "shared with other users cannot hold a private store; "
+						       "give it one of its own", path, what, mode)
+				      : 0;
+	if (mode == IO_DIR_MODE)
+		return 0;
+	if ((rc = io_chmod(path, IO_DIR_MODE)) != 0)
+		return util_err(rc, "%s: cannot make the %s private (mode %04o): %s", path, what, mode, strerror(rc));
+	if (!quiet)
+		fprintf(stderr, "tpfs: %s: mode %04o -> %04o (a store is private to its owner)\n", path, mode,
+			IO_DIR_MODE);
+	return 0;
+}
+
+int tp_private(const char *dir, const char *logdir, int tighten, tp_loose_fn *loose, void *arg, unsigned *count)
+{
+	return store_private(dir, logdir, tighten, loose, arg, count);
+}
+
 int tp_mkfs(const char *path, const tp_options *o)
 {
 	tp_options def;
@@ -103,13 +132,23 @@ int tp_mkfs(const char *path, const tp_options *o)
 	if (o->seg_size < 65536 || o->seg_size % 4096 || o->seg_size < 4ull * o->page_size)
 		return util_err(TP_EINVAL, "log segment size %" PRIu64 " must be a multiple of 4096, at least 64 KiB and 4 pages",
 				o->seg_size);
-	if (io_exists(path, &is_dir) == 0) {
+	int exists = io_exists(path, &is_dir) == 0;
+	int log_exists = o->logdir && realpath(o->logdir, abs);
+	if (exists) {
 		char sp[PATH_MAX];
 		store_path(path, "super", sp, sizeof sp);
 		if (!is_dir)
 			return util_err(EEXIST, "%s: exists and is not a directory", path);
 		if (io_exists(sp, NULL) == 0)
 			return util_err(EEXIST, "%s: a store already exists here", path);
+	}
+	/* refused before anything is made or changed */
+	if ((exists && (rc = mkfs_own_dir(path, "store directory", 1, o->quiet)) != 0) ||
+	    (log_exists && (rc = mkfs_own_dir(o->logdir, "log directory", 1, o->quiet)) != 0))
+		return rc;
+	if (exists) {
+		if ((rc = mkfs_own_dir(path, "store directory", 0, o->quiet)) != 0)
+			return rc;
 	} else if ((rc = io_mkdir(path)) != 0) {
 		return util_err(rc, "%s: cannot create the store directory: %s", path, strerror(rc));
 	}
@@ -120,15 +159,21 @@ int tp_mkfs(const char *path, const tp_options *o)
 	if (getrandom(sb.uuid, sizeof sb.uuid, 0) != (ssize_t)sizeof sb.uuid)
 		return util_err(errno, "cannot generate a store uuid: %s", strerror(errno));
 	if (o->logdir) {
-		if (!realpath(o->logdir, abs) && (rc = io_mkdir(o->logdir)) != 0 && rc != EEXIST)
+		if (log_exists && (rc = mkfs_own_dir(o->logdir, "log directory", 0, o->quiet)) != 0)
+			return rc;
+		if (!log_exists && (rc = io_mkdir(o->logdir)) != 0 && rc != EEXIST)
 			return util_err(rc, "%s: cannot create the log directory: %s", o->logdir, strerror(rc));
 		if (!realpath(o->logdir, abs) || strlen(abs) > STORE_LOGDIR_MAX)
 			return util_err(ENAMETOOLONG, "%s: log directory path unusable or too long", o->logdir);
 		snprintf(sb.logdir, sizeof sb.logdir, "%s", abs);
 	}
 	log_dir_of(path, &sb, logdir, sizeof logdir);
-	if ((rc = io_mkdir(logdir)) != 0 && rc != EEXIST)
+	if ((rc = io_mkdir(logdir)) == EEXIST)
+		rc = mkfs_own_dir(logdir, "log directory", 0, o->quiet);
+	else if (rc != 0)
 		return util_err(rc, "%s: cannot create the log directory: %s", logdir, strerror(rc));
+	if (rc)
+		return rc;
 	lc.dir = logdir;
 	lc.seg_size = sb.seg_size;
 	memcpy(lc.uuid, sb.uuid, 16);

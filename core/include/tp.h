@@ -63,7 +63,20 @@ typedef struct tp_options {
 void tp_options_init(tp_options *o);
 
 /* Stores */
+/* Makes a store.  The store directory and the log directory (made, or
+ * given and empty or not) become mode 0700 and every file in them 0600,
+ * whatever the umask: a store is private to its owner.  A directory with
+ * the sticky bit (shared, like /tmp) is refused. */
 int tp_mkfs(const char *store, const tp_options *o);
+/* Privacy: finds every path of the store -- the store directory, the log
+ * directory (logdir, or the superblock's when NULL) and everything in
+ * them -- that group or others may access, and calls loose(arg, path,
+ * mode, want) for each, want being mode without those bits; with tighten
+ * after chmod'ing it to want.  *count (may be NULL): how many.  0, or an
+ * error with the path in tp_errmsg (one that cannot be read or changed,
+ * or a superblock that cannot be read: then nothing is looked at). */
+typedef void tp_loose_fn(void *arg, const char *path, unsigned mode, unsigned want);
+int tp_private(const char *store, const char *logdir, int tighten, tp_loose_fn *loose, void *arg, unsigned *count);
 int tp_open(const char *store, const tp_options *o, tp_env **out);
 /* Checkpoints and closes.  Transactions still open are not committed: the
  * next open rolls them back.  Their handles must not be used afterwards. */

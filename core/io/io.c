@@ -32,15 +32,21 @@
  * I5  Every function returns 0 or a positive errno, saved right after the
  *     system call that set it; failures also set util_err's message naming
  *     the operation and the path.
- * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/unlink on
- *     store files (the simulator reaches them through the POSIX backend or
- *     on its own fds).
+ * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/
+ *     unlink/chmod on store files (the simulator reaches them through the
+ *     POSIX backend or on its own fds).
  * I7  io_pwrite_durable either writes nothing and answers ENOTSUP (the
  *     caller then uses io_pwrite and io_sync: the crash simulator, which
  *     has no such call, sees exactly those), or is a write followed by a
  *     sync of the same bytes: the POSIX backend's pwritev2(RWF_DSYNC) on
  *     an O_DIRECT descriptor of the file, opened once through /proc and
  *     given up for good when the file system or the device refuses it.
+ * I8  What io creates is private to its owner whatever the umask: a file
+ *     is made with mode 0600 and a directory 0700 exactly (an fchmod/chmod
+ *     right after creation puts back what the umask took; no moment finds
+ *     either looser than that).  io_open never changes the mode of a file
+ *     it did not create.  A store's files hold every user's data in clear
+ *     (the page file and the log): group and others must not read them.
  */
 #include "io.h"
 #include "util.h"
@@ -89,25 +95,50 @@ typedef struct posix_file {
 		       -1 not opened yet, -2 refused (atomic: set once) */
 } posix_file;
 
+int io_posix_open_fd(const char *path, int flags, int *out)
+{
+	int oflags = O_CLOEXEC | ((flags & IO_RDONLY) ? O_RDONLY : O_RDWR);
+	int create = (flags & IO_CREATE) != 0, fd, rc;
+
+	for (;;) {
+		/* Creating: O_EXCL first, so that only a file made here is
+		 * chmod'ed (I8); if it exists (and IO_EXCL was not asked), open
+		 * it as it is, and create again if it went away meanwhile. */
+		int excl = create ? O_CREAT | O_EXCL : 0;
+		do {
+			fd = open(path, oflags | excl, IO_FILE_MODE);
+			rc = fd < 0 ? errno : 0;
+		} while (rc == EINTR);
+		if (rc == EEXIST && create && !(flags & IO_EXCL)) {
+			create = 0;
+			continue;
+		}
+		if (rc == ENOENT && !create && (flags & IO_CREATE)) {
+			create = 1;
+			continue;
+		}
+		break;
+	}
+	if (rc != 0)
+		return rc;
+	if (create && fchmod(fd, IO_FILE_MODE) < 0) { /* I8: the umask took bits */
+		rc = errno;
+		(void)close(fd);
+		(void)unlink(path);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
 static int posix_open(const char *path, int flags, void **h)
 {
 	posix_file *pf = NULL;
-	int oflags = O_CLOEXEC;
 	int fd, rc;
 
-	oflags |= (flags & IO_RDONLY) ? O_RDONLY : O_RDWR;
-	if (flags & IO_CREATE) {
-		oflags |= O_CREAT;
-		if (flags & IO_EXCL)
-			oflags |= O_EXCL;
-	}
 	if ((pf = malloc(sizeof *pf)) == NULL)
 		return ENOMEM;
-	do {
-		fd = open(path, oflags, 0644);
-		rc = fd < 0 ? errno : 0;
-	} while (rc == EINTR);
-	if (rc != 0)
+	if ((rc = io_posix_open_fd(path, flags, &fd)) != 0)
 		goto err;
 	pf->pf_fd = fd;
 	pf->pf_dfd = -1;
@@ -277,7 +308,14 @@ static void posix_willneed(void *h, uint64_t off, uint64_t len)
 
 static int posix_mkdir(const char *path)
 {
-	return mkdir(path, 0755) < 0 ? errno : 0;
+	if (mkdir(path, IO_DIR_MODE) < 0)
+		return errno;
+	if (chmod(path, IO_DIR_MODE) < 0) { /* I8: the umask took bits */
+		int rc = errno;
+		(void)rmdir(path);
+		return rc;
+	}
+	return 0;
 }
 
 static int posix_rename(const char *from, const char *to)
@@ -679,6 +717,27 @@ int io_exists(const char *path, int *is_dir)
 	if (is_dir != NULL)
 		*is_dir = S_ISDIR(st.st_mode) ? 1 : 0;
 	return 0;
+}
+
+int io_mode(const char *path, int follow, unsigned *mode, int *is_dir)
+{
+	struct stat st;
+
+	/* Not a change to the store: stat directly, whatever the backend. */
+	if ((follow ? stat(path, &st) : lstat(path, &st)) < 0) {
+		int rc = errno;
+		return rc == ENOENT ? rc : io_fail(rc, "stat", path);
+	}
+	*mode = (unsigned)st.st_mode & 07777;
+	if (is_dir != NULL)
+		*is_dir = S_ISDIR(st.st_mode) ? 1 : S_ISLNK(st.st_mode) ? -1 : 0;
+	return 0;
+}
+
+int io_chmod(const char *path, unsigned mode)
+{
+	/* A mode is no data the crash simulator models: chmod directly. */
+	return chmod(path, (mode_t)mode) < 0 ? io_fail(errno, "chmod", path) : 0;
 }
 
 void io_point(const char *name)

@@ -16,6 +16,8 @@
  *     (fdatasync).  Writes not followed by a successful io_sync may be lost,
  *     reordered or torn at a power cut: that is what the simulator models.
  *   - io_sync_dir makes creations, renames and unlinks in a directory durable.
+ *   - What io creates is private to its owner, whatever the umask: files
+ *     IO_FILE_MODE, directories IO_DIR_MODE, exactly.
  *   - Every function returns 0 or a positive errno.
  */
 #ifndef TP_IO_H
@@ -27,10 +29,13 @@
 
 typedef struct io_file io_file;
 
+#define IO_FILE_MODE 0600u /* a file io creates */
+#define IO_DIR_MODE 0700u  /* a directory io creates */
+
 /* io_open flags */
 enum {
 	IO_RDONLY = 1 << 0, /* open for reading only */
-	IO_CREATE = 1 << 1, /* create if missing (mode 0644) */
+	IO_CREATE = 1 << 1, /* create if missing (IO_FILE_MODE) */
 	IO_EXCL = 1 << 2,   /* with IO_CREATE: fail with EEXIST if present */
 	IO_SCRATCH = 1 << 3, /* read the file, keep every write in memory only
 				(io_scratch.c): for recovering a store in memory */
@@ -92,6 +97,11 @@ int io_rename(const char *from, const char *to);
 int io_unlink(const char *path);
 int io_sync_dir(const char *path);
 int io_exists(const char *path, int *is_dir); /* 0, ENOENT or errno */
+/* The permission bits of path (07777) and whether it is a directory (1), a
+ * symbolic link (-1, only when not following) or not (0); 0, ENOENT or
+ * errno.  io_chmod sets them (no backend models a mode: no crash point). */
+int io_mode(const char *path, int follow, unsigned *mode, int *is_dir);
+int io_chmod(const char *path, unsigned mode);
 
 /* A named crash point: a no-op in the product; the simulator may stop the
  * process here (for example "log.commit.written"). */
@@ -129,6 +139,10 @@ const io_backend *io_posix_backend(void);
 /* Wraps handle h of backend be (a file open for reading) in the scratch
  * backend of IO_SCRATCH (io_scratch.c); io_open calls it. */
 int io_scratch_wrap(const io_backend *be, void *h, const io_backend **out_be, void **out_h);
+/* The POSIX backend's open(2) of a store file, for a backend that keeps
+ * descriptors of its own: the io_open flags, a created file made with
+ * IO_FILE_MODE whatever the umask.  0 and *fd, or an errno. */
+int io_posix_open_fd(const char *path, int flags, int *fd);
 /* Installs b (NULL restores POSIX).  Not thread-safe; call before opening. */
 void io_set_backend(const io_backend *b);
 

@@ -387,23 +387,13 @@ static int sim_open(const char *path, int flags, void **h)
 {
 	sim_handle *sh = NULL;
 	sim_file *sf = NULL;
-	int oflags = O_CLOEXEC, fd = -1, rc;
+	int fd = -1, rc;
 	struct stat st;
 
-	oflags |= (flags & IO_RDONLY) ? O_RDONLY : O_RDWR;
-	if (flags & IO_CREATE) {
-		oflags |= O_CREAT;
-		if (flags & IO_EXCL)
-			oflags |= O_EXCL;
-	}
 	if ((sh = calloc(1, sizeof *sh)) == NULL)
 		return ENOMEM;
 	sh->sh_rdonly = (flags & IO_RDONLY) != 0;
-	do {
-		fd = open(path, oflags, 0644);
-		rc = fd < 0 ? errno : 0;
-	} while (rc == EINTR);
-	if (rc != 0)
+	if ((rc = io_posix_open_fd(path, flags, &fd)) != 0) /* the product's modes (io.c I8) */
 		goto err;
 	if (fstat(fd, &st) < 0) {
 		rc = errno;

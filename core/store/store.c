@@ -9,11 +9,19 @@
  *       makes unneeded are recycled.
  *   S3  Opening never writes: a bad or newer superblock is reported with
  *       the file and the cause, and the store is left as it was.
+ *   S4  A store is private to its owner: the store directory, the log
+ *       directory and everything in them give group and others no access
+ *       (io.c I8 makes them so; store_private finds and, asked to, tightens
+ *       any that lost it).  A store's files hold every user's file data in
+ *       clear, whatever the modes inside the tree: only the owner reads
+ *       them, through tpfsd, which enforces those modes.
  */
 #include "store.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,4 +213,128 @@ int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start, uint64_t 
 	st->m = m;
 	st->slot = slot;
 	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Privacy (S4)                                                        */
+
+#define STORE_OPEN_BITS 077u /* group and others */
+
+typedef struct priv_walk {
+	int tighten;
+	store_loose_fn *fn;
+	void *arg;
+	unsigned count;
+} priv_walk;
+
+/* One path: reported (and tightened) if group or others may access it. */
+static int priv_one(priv_walk *w, const char *path, unsigned mode)
+{
+	unsigned want = mode & ~STORE_OPEN_BITS;
+	int rc;
+	if (!(mode & STORE_OPEN_BITS))
+		return 0;
+	if (w->tighten && (rc = io_chmod(path, want)) != 0)
+		return util_err(rc, "%s: mode %04o: cannot make it private to its owner: %s", path, mode, strerror(rc));
+	w->count++;
+	if (w->fn)
+		w->fn(w->arg, path, mode, want);
+	return 0;
+}
+
+/* path (a directory, mode given) and everything under it; symbolic links
+ * inside are neither followed nor reported (their own mode means nothing). */
+static int priv_tree(priv_walk *w, const char *path, unsigned mode, int depth)
+{
+	DIR *d;
+	struct dirent *e;
+	char sub[PATH_MAX];
+	int rc;
+	if ((rc = priv_one(w, path, mode)) != 0)
+		return rc;
+	if (depth > 16) /* a store is two levels deep; more is not ours to walk */
+		return 0;
+	if (!(d = opendir(path))) {
+		rc = errno;
+		return util_err(rc, "%s: cannot list the directory: %s", path, strerror(rc));
+	}
+	while ((e = readdir(d)) != NULL) {
+		unsigned m;
+		int is_dir;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= sizeof sub) {
+			rc = util_err(ENAMETOOLONG, "%s/%s: path too long", path, e->d_name);
+			break;
+		}
+		if ((rc = io_mode(sub, 0, &m, &is_dir)) == ENOENT) { /* gone meanwhile */
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
+			break;
+		if (is_dir > 0)
+			rc = priv_tree(w, sub, m, depth + 1);
+		else if (is_dir == 0)
+			rc = priv_one(w, sub, m);
+		if (rc != 0)
+			break;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* A directory at path, its mode (the path followed). */
+static int priv_dir(const char *path, const char *what, unsigned *mode)
+{
+	int is_dir, rc = io_mode(path, 1, mode, &is_dir);
+	if (rc == ENOENT)
+		return util_err(TP_EBADSTORE, "%s: no such %s", path, what);
+	if (rc != 0)
+		return rc;
+	if (!is_dir)
+		return util_err(TP_EBADSTORE, "%s: the %s is not a directory", path, what);
+	return 0;
+}
+
+int store_private(const char *dir, const char *logdir, int tighten, store_loose_fn *fn, void *arg, unsigned *count)
+{
+	priv_walk w = {.tighten = tighten, .fn = fn, .arg = arg};
+	char log[PATH_MAX], rdir[PATH_MAX], rlog[PATH_MAX];
+	store *st = NULL;
+	unsigned mode;
+	int rc;
+
+	if ((rc = priv_dir(dir, "store", &mode)) != 0)
+		goto out;
+	/* nothing is touched in a directory that is not a store */
+	if ((rc = store_open(dir, 1, &st)) != 0)
+		goto out;
+	if (!logdir) {
+		if (store_sb(st)->logdir[0])
+			snprintf(log, sizeof log, "%s", store_sb(st)->logdir);
+		else
+			store_path(dir, "log", log, sizeof log);
+		logdir = log;
+	}
+	store_close(st);
+	if ((rc = priv_tree(&w, dir, mode, 0)) != 0)
+		goto out;
+	/* The log directory, unless the walk of the store went through it
+	 * already: anything whose real path is inside the store's is. */
+	if (!realpath(dir, rdir) || !realpath(logdir, rlog)) {
+		if (errno == ENOENT) /* no log: the open that follows says so */
+			goto out;
+		rc = util_err(errno, "%s: %s", logdir, strerror(errno));
+		goto out;
+	}
+	size_t n = strlen(rdir);
+	if (strncmp(rlog, rdir, n) == 0 && (rlog[n] == '/' || rlog[n] == 0))
+		goto out;
+	if ((rc = priv_dir(logdir, "log directory", &mode)) == 0)
+		rc = priv_tree(&w, logdir, mode, 0);
+out:
+	if (count)
+		*count = w.count;
+	return rc;
 }

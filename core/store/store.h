@@ -47,6 +47,15 @@ const store_super *store_sb(const store *st);
 const store_master *store_master_get(const store *st);
 /* Writes the next master slot and syncs it. */
 int store_master_put(store *st, uint64_t ckpt_lsn, uint64_t log_start, uint64_t data_pages);
+/* S4: calls fn(arg, path, mode, want) for the store directory dir, the
+ * log directory (logdir; NULL: the superblock's) and every file and
+ * directory in them that group or others may access -- want is mode
+ * without those bits; with tighten, after chmod'ing it to want -- and
+ * counts them in *count.  Symbolic links are not followed, except to the
+ * log directory.  0, or an error naming the path; a directory whose
+ * superblock cannot be read is left alone (store_open's error). */
+typedef void store_loose_fn(void *arg, const char *path, unsigned mode, unsigned want);
+int store_private(const char *dir, const char *logdir, int tighten, store_loose_fn *fn, void *arg, unsigned *count);
 /* dir/name into out. */
 void store_path(const char *dir, const char *name, char *out, size_t n);
 
