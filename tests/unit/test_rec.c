@@ -1042,3 +1042,50 @@ Test(rec, close_frees_the_handles_of_open_transactions)
 		     "tp_close leaked the handle of a transaction left open (see the LeakSanitizer report)");
 }
 #endif
+
+/* ---- E1: a read-only open recovers in memory and writes nothing ---- */
+
+Test(rec, readonly_open_recovers_in_memory_and_writes_nothing)
+{
+	enum { N = 48 };
+	uint64_t p[N];
+	tp_txn *t;
+	tp_env *env = open_env(16); /* a small pool: recovery must evict dirty pages (into memory) */
+	make_pages(env, p, N);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_write(t, p[0], 100, "committed", 9), 0);
+	cr_assert_eq(tp_commit(t, 0), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (int i = 1; i < N; i++) /* more pages than frames */
+		cr_assert_eq(tp_page_write(t, p[i], 100, "in flight", 9), 0);
+	cr_assert_eq(tp_sync(env), 0); /* its records are durable: recovery must undo them */
+	tp_crash_close(env);
+
+	su_tree *before = su_tree_take(sdir);
+	tp_options o;
+	su_options(&o, 0, 0, 16);
+	o.readonly = 1;
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert(tp_recovered(env), "the read-only open found the crash");
+	expect(env, p[0], 100, "committed");
+	char b[16];
+	for (int i = 1; i < N; i++) {
+		cr_assert_eq(tp_page_read(env, p[i], 100, b, 9), 0);
+		cr_assert_neq(memcmp(b, "in flight", 9), 0, "the loser's write to page %d was undone in memory", i);
+	}
+	cr_assert_eq(tp_begin(env, &t), EROFS, "no transaction on a read-only open");
+	cr_assert_eq(tp_verify(env, 1, NULL), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_close(env), 0);
+	su_tree *after = su_tree_take(sdir);
+	char why[512];
+	cr_assert(su_tree_equal(before, after, why, sizeof why), "the read-only open wrote to the store: %s", why);
+	su_tree_free(before);
+	su_tree_free(after);
+
+	env = open_env(16); /* a read-write open recovers it on disk, the same way */
+	cr_assert(tp_recovered(env));
+	expect(env, p[0], 100, "committed");
+	cr_assert_eq(tp_page_read(env, p[1], 100, b, 9), 0);
+	cr_assert_neq(memcmp(b, "in flight", 9), 0);
+	cr_assert_eq(tp_close(env), 0);
+}
