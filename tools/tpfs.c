@@ -48,7 +48,8 @@ static const char usage[] =
 	"        accepts losing every change logged from that LSN on: it first says\n"
 	"        what would be discarded and what recovery would then do, changing\n"
 	"        nothing; with --yes it cuts the log there (the cut segment files are\n"
-	"        kept beside the log as log.<index>.discarded), recovers and checks.\n"
+	"        kept beside the log as\n"
+	"        log.<index>.discarded-<LSN>), recovers and checks.\n"
 	"        Pages the engine had already written back with changes from the\n"
 	"        discarded records are reported by the check.\n"
 	"  stat MOUNTPOINT\n"
@@ -270,8 +271,8 @@ static int cmd_recover(int argc, char **argv)
 		return fail("recover", store, rc);
 	if (lsn)
 		printf("tpfs recover: %s: discarded the log from LSN %" PRIu64 " on (%" PRIu64
-		       " bytes; the cut segment files are kept as log.<index>.discarded)\n",
-		       store, lsn, st.rec_cut_bytes);
+		       " bytes; the cut segment files are kept as log.<index>.discarded-%" PRIu64 ")\n",
+		       store, lsn, st.rec_cut_bytes, lsn);
 	printf("tpfs recover: %s: recovered: %" PRIu64 " records redone, %" PRIu64 " transactions rolled back\n",
 	       store, st.rec_redone, st.rec_losers);
 	rc = fs_check(store, stderr, 0);

@@ -48,7 +48,7 @@ typedef struct tp_options {
 	uint64_t discard_after;  /* 0; else accept losing the log from this LSN
 				    on (where damage was reported): the records
 				    from there are cut (kept aside as
-				    log.<index>.discarded; read-only: in memory
+				    log.<index>.discarded-<LSN>; read-only: in memory
 				    only), then recovery runs as after a crash */
 	int quiet;               /* no progress or recovery messages */
 	int background;          /* a thread of the engine takes the checkpoints

@@ -125,7 +125,8 @@
  *       offset, the LSN, what was found there and what shows it was
  *       durable, and writes nothing -- unless the caller accepts the loss
  *       (cfg->discard_after), which cuts the log there, keeps a copy of
- *       what it cut beside the segments, and lowers the mark.
+ *       what it cut beside the segments (log.<index>.discarded-<LSN>,
+ *       never replacing an earlier one), and lowers the mark.
  *   L16 A read-write open syncs the segments from the mark to the end
  *       before it appends (the bytes found past the mark may have been
  *       in the page cache only, after a crash of the process alone), then
@@ -134,6 +135,13 @@
  *       CLRs of a recovery done in memory, tp.c E-) stay in the buffer,
  *       which grows instead of being written, and a flush only moves the
  *       durable point in memory.
+ *   L18 No record enters a segment before the segment's name is durable:
+ *       seg_make syncs the directory before it returns; a segment that
+ *       log_truncate recycled (renamed ahead) is entered only after a sync
+ *       of the directory covers its rename (lg->named), done by the
+ *       appender itself when the checkpoint's own sync has not come yet.
+ *       Otherwise a power cut could lose the rename of a segment holding
+ *       durable records (and L15 then reports the segment missing).
  *   L13 A segment file is made or renamed into place only under lg->mu,
  *       and only at an index where no file is: appenders make the
  *       segments they enter (seg_make, under mu) while a checkpoint
@@ -208,6 +216,7 @@ struct log_mgr {
 	uint64_t durable;     /* bytes below are synced (L2) */
 	uint64_t start;       /* oldest LSN kept */
 	uint64_t max_seg;     /* highest segment file present */
+	uint64_t named;       /* L18: segments up to this index have durable names */
 	uint64_t spares;      /* recycled segments kept ahead (cfg->spares) */
 	int panic;            /* L7: sticky */
 	io_file *mark;        /* L14: the durable mark file; NULL: none (read-only, absent) */
@@ -415,6 +424,8 @@ static int seg_make(log_mgr *lg, uint64_t idx)
 		goto err;
 	if (idx > lg->max_seg)
 		lg->max_seg = idx;
+	if (idx > lg->named)
+		lg->named = idx; /* L18: its directory was just synced */
 	lg->st.segs_made++;
 	return 0;
 err:
@@ -443,6 +454,11 @@ static int seg_ensure(log_mgr *lg, uint64_t idx)
 static int seg_ready(log_mgr *lg, uint64_t idx, int reserve)
 {
 	int rc = seg_ensure(lg, idx);
+	if (!rc && idx > lg->named) { /* L18: recycled, its rename not yet synced */
+		if ((rc = io_sync_dir(lg->dir)) != 0)
+			return util_err(rc, "%s: cannot sync the log directory: %s", lg->dir, strerror(rc));
+		lg->named = lg->max_seg;
+	}
 	if (rc && reserve) {
 		char path[4096];
 		seg_name(lg, idx, path, sizeof path);
@@ -1374,7 +1390,6 @@ static int seg_copy(log_mgr *lg, const char *from, const char *to)
 	int rc;
 	if (!buf)
 		return ENOMEM;
-	(void)io_unlink(to);
 	if ((rc = io_open(from, IO_RDONLY, &a)) == 0 && (rc = io_open(to, IO_CREATE | IO_EXCL, &b)) == 0) {
 		for (uint64_t off = 0; off < lg->seg && !rc; off += 1u << 20) {
 			size_t got, len = lg->seg - off < (1u << 20) ? lg->seg - off : (1u << 20);
@@ -1392,10 +1407,20 @@ static int seg_copy(log_mgr *lg, const char *from, const char *to)
 	return rc;
 }
 
+/* The name segment file path is kept under when a discard from lsn sets
+ * it aside: path.discarded-<lsn>, with .2, .3 ... after it should that be
+ * taken (evidence is never replaced). */
+static void aside_name(const char *path, uint64_t lsn, char *out, size_t n)
+{
+	snprintf(out, n, "%s.discarded-%" PRIu64, path, lsn);
+	for (int i = 2; io_exists(out, NULL) != ENOENT; i++)
+		snprintf(out, n, "%s.discarded-%" PRIu64 ".%d", path, lsn, i);
+}
+
 /* L15: the administrator accepts losing the log from lsn on (mu not
  * needed: no other thread yet).  The segment holding lsn is copied to
- * log.<index>.discarded and zeroed from lsn on; every later segment is
- * renamed to log.<index>.discarded; the mark is lowered to lsn. */
+ * log.<index>.discarded-<lsn> and zeroed from lsn on; every later segment
+ * is renamed to log.<index>.discarded-<lsn>; the mark is lowered to lsn. */
 static int discard_from(log_mgr *lg, uint64_t lsn, const uint64_t *segs, size_t nsegs)
 {
 	char path[4096], aside[4200];
@@ -1403,7 +1428,7 @@ static int discard_from(log_mgr *lg, uint64_t lsn, const uint64_t *segs, size_t 
 	io_file *f;
 	int rc;
 	seg_name(lg, k, path, sizeof path);
-	snprintf(aside, sizeof aside, "%s.discarded", path);
+	aside_name(path, lsn, aside, sizeof aside);
 	if ((rc = seg_copy(lg, path, aside)) != 0)
 		return util_err(rc, "%s: cannot keep a copy of the discarded records: %s", aside, strerror(rc));
 	uint64_t off = lsn % lg->seg, len = lg->seg - off;
@@ -1421,7 +1446,7 @@ static int discard_from(log_mgr *lg, uint64_t lsn, const uint64_t *segs, size_t 
 			continue;
 		segf_forget(lg, segs[i]);
 		seg_name(lg, segs[i], path, sizeof path);
-		snprintf(aside, sizeof aside, "%s.discarded", path);
+		aside_name(path, lsn, aside, sizeof aside);
 		if ((rc = io_rename(path, aside)) != 0)
 			return util_err(rc, "%s: cannot set the segment aside: %s", path, strerror(rc));
 	}
@@ -1502,6 +1527,7 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 		}
 		lg->max_seg = segs[i];
 	}
+	lg->named = lg->max_seg; /* L18: what a crash left named is durable now */
 	/* L6: no hole between the start segment and the last one present (no
 	 * create, recycle or truncation ever leaves one) */
 	for (size_t i = 1; i < nsegs; i++)
@@ -1704,7 +1730,15 @@ int log_truncate(log_mgr *lg, uint64_t keep)
 		if (rc)
 			goto out;
 	}
-	rc = io_sync_dir(lg->dir);
+	pthread_mutex_lock(&lg->mu);
+	uint64_t renamed = lg->max_seg; /* L18: every rename so far is covered by this sync */
+	pthread_mutex_unlock(&lg->mu);
+	if ((rc = io_sync_dir(lg->dir)) == 0) {
+		pthread_mutex_lock(&lg->mu);
+		if (renamed > lg->named)
+			lg->named = renamed;
+		pthread_mutex_unlock(&lg->mu);
+	}
 out:
 	free(segs);
 	if (rc > 0)

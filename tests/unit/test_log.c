@@ -806,7 +806,7 @@ Test(log, discard_after_cuts_and_keeps_the_evidence)
 {
 	enum { N = 100 };
 	static exp_rec v[N];
-	char p[SEGP], aside[SEGP + 16], why[512];
+	char p[SEGP], aside[SEGP + 48], why[512];
 	many_segments(v, N);
 	uint64_t last = v[N - 1].lsn / SEG;
 	size_t k = first_in_seg(v, N, 1) + 3; /* inside segment 1 */
@@ -838,7 +838,7 @@ Test(log, discard_after_cuts_and_keeps_the_evidence)
 	cr_assert_eq(log_end(lg), v[k].lsn);
 	log_close(lg);
 	for (uint64_t i = 1; i <= last; i++) {
-		snprintf(aside, sizeof aside, "%s.discarded", segpath(p, i));
+		snprintf(aside, sizeof aside, "%s.discarded-%" PRIu64, segpath(p, i), v[k].lsn);
 		cr_assert_geq(su_raw_size(aside), (int64_t)SEG, "%s keeps the cut records", aside);
 	}
 	c.discard_after = 0;
@@ -850,6 +850,16 @@ Test(log, discard_after_cuts_and_keeps_the_evidence)
 	cr_assert_eq(log_close(lg), 0);
 	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
 	log_close(lg);
+
+	/* a second discard at the same LSN keeps the first one's copies */
+	snprintf(aside, sizeof aside, "%s.discarded-%" PRIu64, segpath(p, 1), v[k].lsn);
+	int64_t first = su_raw_size(aside);
+	c.discard_after = v[k].lsn;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "%s", tp_errmsg());
+	log_close(lg);
+	cr_assert_eq(su_raw_size(aside), first, "the first copy stays");
+	snprintf(aside, sizeof aside, "%s.discarded-%" PRIu64 ".2", segpath(p, 1), v[k].lsn);
+	cr_assert_geq(su_raw_size(aside), (int64_t)SEG, "the second copy goes beside it: %s", aside);
 }
 
 Test(log, open_checks_segment_headers)
