@@ -20,7 +20,7 @@
  *       (b) `tpfs check` exits 1 naming the same; (c) neither changed a
  *       byte of the store; (d) `tpfs recover --discard-after LSN` says
  *       what it would discard, exits 0, changes nothing; (e) with --yes it
- *       cuts there (log.<index>.discarded kept), the mount works, `tpfs
+ *       cuts there (log.<index>.discarded-<LSN> kept), the mount works, `tpfs
  *       check` is clean, and the files are one prefix of what was written:
  *       every file before the cut exactly as written, at most one file --
  *       the one whose create is before the cut and whose write is after
@@ -472,7 +472,7 @@ Test(logdamage, flip_in_last_segment, .timeout = 120)
 	snprintf(want, sizeof want, "discarded the log from LSN %" PRIu64 " on", lsn);
 	cr_assert(rc == 0 && strstr(out, want) && strstr(out, "checked: clean"),
 		  "tpfs recover --discard-after %" PRIu64 " --yes exited %d:\n%s", lsn, rc, out);
-	snprintf(want, sizeof want, "%s.discarded", seg);
+	snprintf(want, sizeof want, "%s.discarded-%" PRIu64, seg, lsn);
 	cr_assert(access(want, F_OK) == 0, "%s is not there after the discard", want);
 	cr_assert(tfs_remount(m, NULL) == 0, "the mount after tpfs recover --yes failed");
 	tally t = check_prefix(m, 0, 0, NFILES, "after the discard");
