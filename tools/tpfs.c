@@ -34,6 +34,8 @@ static const char usage[] =
 	"        recovering or changing anything.  -a: from as far back as the log\n"
 	"        segment files still hold records, including those before the log\n"
 	"        start that recovery no longer needs (to look into a past crash).\n"
+	"        A damaged log is dumped up to the damage, which is named last\n"
+	"        (exit 1).\n"
 	"  check [-v] STORE\n"
 	"        Verify a store that is not mounted, read-only: every tree (order,\n"
 	"        fences, links, free space, no page leaked) and the file system (link\n"

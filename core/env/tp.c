@@ -296,6 +296,7 @@ static int env_open(const char *path, const tp_options *o, int recover, tp_env *
 	lc.writer = env->opt.background;
 	lc.durable_floor = m->ckpt_lsn + 1; /* the checkpoint record was durable */
 	lc.discard_after = env->opt.discard_after;
+	lc.inspect = !recover; /* tp_logdump: the records up to damage, then the damage */
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
 	store_path(path, "data", data, sizeof data);
@@ -658,6 +659,10 @@ int tp_logdump(const char *path, FILE *out, uint64_t from)
 			rc = 0;
 	}
 	fprintf(out, "# %" PRIu64 " records\n", n);
+	if (!rc && log_damage(env->lg)) { /* the log stops there: say why */
+		fprintf(out, "# DAMAGED: %s\n", log_damage(env->lg));
+		rc = util_err(TP_ECORRUPT, "%s", log_damage(env->lg));
+	}
 	env_free(env);
 	return rc;
 }

@@ -222,6 +222,7 @@ struct log_mgr {
 	io_file *mark;        /* L14: the durable mark file; NULL: none (read-only, absent) */
 	uint64_t mark_lsn;    /* L14: the LSN it was last written with (the flusher's) */
 	int mark_failed;      /* L14: a write of it failed (said once; it then only lags) */
+	char *damage;         /* L15: cfg->inspect: the damage the open found, or NULL */
 	int (*barrier)(void *); /* L10; set before use, then read only */
 	void *barrier_ctx;
 	segf files[NSEGF];
@@ -929,6 +930,8 @@ uint64_t log_end(log_mgr *lg)
 	return __atomic_load_n(&lg->end, __ATOMIC_ACQUIRE);
 }
 
+const char *log_damage(const log_mgr *lg) { return lg->damage; }
+
 uint64_t log_durable(log_mgr *lg)
 {
 	pthread_mutex_lock(&lg->mu);
@@ -1214,6 +1217,7 @@ static void log_free(log_mgr *lg)
 	free(lg->fbuf);
 	free(lg->dx);
 	free(lg->dir);
+	free(lg->damage);
 	free(lg);
 }
 
@@ -1598,8 +1602,16 @@ int log_open(const log_config *cfg, uint64_t start, log_mgr **out)
 		/* a torn tail, or damage (L15)? */
 		if ((rc = tail_examine(lg, pos, &cut_end, &continues)) != 0)
 			goto err;
-		if ((rc = tail_judge(lg, cfg, pos, mark, continues)) != 0)
-			goto err;
+		if ((rc = tail_judge(lg, cfg, pos, mark, continues)) != 0) {
+			if (!(cfg->inspect && lg->readonly) || rc != TP_ECORRUPT)
+				goto err;
+			if (!(lg->damage = strdup(util_errmsg()))) { /* the log ends there, for reading */
+				rc = ENOMEM;
+				goto err;
+			}
+			rc = 0;
+			cut_end = pos;
+		}
 		lg->st.cut_bytes = cut_end - pos;
 		if (cut_end > pos) {
 			seg_name(lg, pos / lg->seg, path, sizeof path);

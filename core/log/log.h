@@ -53,6 +53,9 @@ typedef struct log_config {
 	uint64_t durable_floor; /* every record below this LSN is known to have
 				   been durable (the last checkpoint's): damage
 				   below it is never taken for a torn tail (L15) */
+	int inspect;         /* with readonly: damage (L15) ends the log where
+				it is found instead of failing the open;
+				log_damage() says what it was */
 	uint64_t discard_after; /* 0; else the administrator accepts losing the
 				   log from this LSN (a record's start) on: it is
 				   cut there and the cut records are kept aside
@@ -99,6 +102,9 @@ void log_set_barrier(log_mgr *lg, int (*fn)(void *ctx), void *ctx);
 void log_active(log_mgr *lg, int delta);
 uint64_t log_end(log_mgr *lg);      /* LSN the next record gets */
 uint64_t log_durable(log_mgr *lg);  /* every byte below this is durable */
+/* cfg->inspect: the damage log_open found (the message it would have
+ * failed with), or NULL. */
+const char *log_damage(const log_mgr *lg);
 uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
 /* The oldest LSN whose segment files are all still present: below
  * log_start, records recovery no longer needs (inspection only). */

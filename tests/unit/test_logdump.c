@@ -257,6 +257,41 @@ Test(logdump, torn_tail_is_left_alone)
 	free(d.text);
 }
 
+/* Damage below the durable mark (log.c L15): the dump prints every record
+ * before it, then the damage, fails, and changes nothing -- the way to look
+ * at a log the mount refuses. */
+Test(logdump, damage_is_dumped_up_to_it_and_reported)
+{
+	static dump d;
+	every_type_workload();
+	static uint64_t lsn[4096];
+	static char type[4096][32];
+	size_t n = scan(lsn, type, 4096);
+	cr_assert_gt(n, 10);
+	char seg[256], logdir[200];
+	cr_assert_eq(su_logdir(sdir, logdir, sizeof logdir), 0);
+	size_t k = n / 2;
+	snprintf(seg, sizeof seg, "%s/log.%016" PRIx64, logdir, lsn[k] / 65536);
+	cr_assert_eq(su_raw_flip(seg, lsn[k] % 65536 + 12, 0xff), 0); /* its LSN field */
+	su_tree *before = su_tree_take(sdir);
+	FILE *f = open_memstream(&d.text, &d.len);
+	int rc = tp_logdump(sdir, f, 0);
+	fclose(f);
+	cr_assert_eq(rc, TP_ECORRUPT, "rc %d", rc);
+	cr_assert_not_null(strstr(tp_errmsg(), seg), "%s", tp_errmsg());
+	parse(&d);
+	cr_assert_eq(d.n, k, "the %zu records before the damage are printed (%zu)", k, d.n);
+	char want[300];
+	snprintf(want, sizeof want, "# DAMAGED: %s", seg);
+	cr_assert_not_null(strstr(d.text, want), "the dump ends naming the damage:\n%s", d.text + d.len / 2);
+	su_tree *after = su_tree_take(sdir);
+	char why[512];
+	cr_assert(su_tree_equal(before, after, why, sizeof why), "logdump changed the store: %s", why);
+	su_tree_free(before);
+	su_tree_free(after);
+	free(d.text);
+}
+
 /* The logs of a longer random workload through tp.h, crashed. */
 Test(logdump, parses_a_random_workload)
 {
