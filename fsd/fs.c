@@ -16,9 +16,14 @@
  *   F3  An inode with no links is freed only when the kernel holds no
  *       reference and no file is open on it; until then it is in the orphan
  *       tree, which the next mount empties after a crash.
- *   F4  Durability is lazy: calls commit without waiting for the log, and
- *       fs_tick (every commit_interval) or fs_sync makes them durable; with
- *       -o sync every call commits durably.
+ *   F4  Durability is lazy: calls commit without waiting for a log sync,
+ *       and fs_tick (every commit_interval) or fs_sync makes them durable;
+ *       with -o sync every call commits durably.  But a call's log records
+ *       are written to the log files before it returns (TP_COMMIT_WRITE):
+ *       a crash of tpfsd alone loses no call that returned, only a crash
+ *       of the machine may (as on ext4, where a process's crash loses
+ *       nothing it wrote).  A read waits the same way for the commits it
+ *       read from.
  *   F5  Two levels of locks.  "I" locks (above) keep calls atomic against
  *       each other for their duration.  Transaction-level locks -- "U"+ino
  *       on inodes (S to read, X to change; IS/IX on a directory whose
@@ -79,7 +84,7 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 			return rc;
 		rc = fn(&op, arg);
 		if (rc == 0)
-			rc = tp_commit(op.t, f->opt.sync ? 0 : TP_COMMIT_NOSYNC);
+			rc = tp_commit(op.t, f->opt.sync ? 0 : TP_COMMIT_WRITE); /* F4 */
 		else
 			(void)tp_abort(op.t);
 		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */

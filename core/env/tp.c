@@ -510,7 +510,8 @@ static void bg_stop(tp_env *env)
 int tp_commit(tp_txn *t, int flags)
 {
 	tp_env *env = t->env;
-	int rc = txn_commit(t->t, flags & TP_COMMIT_NOSYNC);
+	int mode = flags & TP_COMMIT_WRITE ? TXN_WRITE : flags & TP_COMMIT_NOSYNC ? TXN_NOSYNC : TXN_SYNC;
+	int rc = txn_commit(t->t, mode);
 	if (!rc)
 		maybe_checkpoint(env);
 	return rc;

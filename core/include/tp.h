@@ -81,7 +81,10 @@ int tp_open(const char *store, const tp_options *o, tp_env **out);
 /* Checkpoints and closes.  Transactions still open are not committed: the
  * next open rolls them back.  Their handles must not be used afterwards. */
 int tp_close(tp_env *env);
-/* Closes without flushing or checkpointing, as if the process died (tests). */
+/* Closes without flushing or checkpointing, as if the process died (tests):
+ * what was written to the store's files stays, as the operating system
+ * keeps it -- commits made durable or with TP_COMMIT_WRITE survive, those
+ * made with TP_COMMIT_NOSYNC and not flushed since are lost. */
 void tp_crash_close(tp_env *env);
 int tp_checkpoint(tp_env *env);
 /* 1 if nothing was logged after the last checkpoint (closed cleanly, or
@@ -92,11 +95,20 @@ int tp_clean(tp_env *env);
  * committed state a read-write open would make durable. */
 int tp_recovered(tp_env *env);
 /* Makes every committed transaction durable (commits already are; this is
- * for transactions committed with TP_COMMIT_NOSYNC). */
+ * for transactions committed with TP_COMMIT_NOSYNC or TP_COMMIT_WRITE). */
 int tp_sync(tp_env *env);
 
 /* Transactions */
-enum { TP_COMMIT_NOSYNC = 1 }; /* durable at the next log flush, not at return */
+/* tp_commit flags.  0: durable at return.  TP_COMMIT_NOSYNC: durable at the
+ * next log flush; until then the commit is in this process's memory only,
+ * and a crash of the process loses it.  TP_COMMIT_WRITE: durable at the
+ * next log flush too, but its log records are written to the log files
+ * (not synced) before tp_commit returns, so that a crash of the process
+ * alone (kill -9, a segfault, an abort) loses nothing that returned; a
+ * crash of the machine or a power cut may (Berkeley DB's
+ * DB_TXN_WRITE_NOSYNC).  A read-only transaction committed with it returns
+ * once what it read is written too.  With both flags, TP_COMMIT_WRITE. */
+enum { TP_COMMIT_NOSYNC = 1, TP_COMMIT_WRITE = 2 };
 int tp_begin(tp_env *env, tp_txn **out);
 int tp_commit(tp_txn *t, int flags);
 /* A durable commit that keeps the transaction's locks whose names start

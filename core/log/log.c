@@ -837,6 +837,10 @@ static int write_taken(log_mgr *lg, int sync)
 	return 0;
 }
 
+/* flush_locked's sync: make room (a spill), or cover lsn in the files
+ * (L14), or make it durable. */
+enum { FL_SPILL = 0, FL_SYNC = 1, FL_WRITE = 2 };
+
 /* Group commit (mu held on entry and exit).  gather: a commit, which may
  * wait for others to join its flush. */
 static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
@@ -849,15 +853,19 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		if (lg->panic)
 			return util_err(TP_EPANIC, "log %s: an earlier write failed; reopen the store to recover",
 					lg->dir);
-		if (sync && (lg->durable > lsn || lg->durable >= lg->end))
+		if (sync == FL_SYNC && (lg->durable > lsn || lg->durable >= lg->end))
 			return 0;
-		if (!sync && lg->buf_lsn == lg->end)
+		if (sync == FL_WRITE && (lg->written > lsn || lg->written >= lg->end))
+			return 0; /* L14 */
+		if (sync == FL_SPILL && lg->buf_lsn == lg->end)
 			return 0; /* the buffer is empty: room was made */
 		if (lg->flushing || lg->gathering) {
-			if (!sync) { /* another flusher takes the buffer: wait for it once */
+			if (sync == FL_SPILL) { /* another flusher takes the buffer: wait for it once */
 				pthread_cond_wait(&lg->cv, &lg->mu);
 				return 0;
 			}
+			/* (a writer waits as a committer: a gathering leader's
+			 * sync covers it, so it need not wait for it to join) */
 			lg->nwait++;
 			if (lg->gathering)
 				pthread_cond_signal(&lg->gcv);
@@ -867,10 +875,11 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		}
 		if (gather)
 			gather_group(lg);
-		lg->last_group = lg->nwait + 1;
+		if (sync == FL_SYNC)
+			lg->last_group = lg->nwait + 1;
 		take_buffer(lg);
-		int rc = write_taken(lg, sync);
-		if (rc || !sync)
+		int rc = write_taken(lg, sync == FL_SYNC); /* L14: FL_WRITE writes as a spill (L9, L10) */
+		if (rc || sync == FL_SPILL)
 			return rc;
 	}
 }
@@ -918,6 +927,23 @@ int log_commit_flush(log_mgr *lg, uint64_t lsn)
 {
 	pthread_mutex_lock(&lg->mu);
 	int rc = flush_locked(lg, lsn, 1, 1);
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+/* L14 (written, not synced)  log_write returns once every record <= lsn
+ * is in the segment files: a crash of the process alone -- kill -9, a
+ * segfault, the OOM killer -- then loses none of them, since the
+ * operating system holds them; a crash of the machine may.  It is a flush
+ * without the sync, shared by concurrent callers as group commit is (a
+ * sync flush under way covers its waiters too).  Its bytes are written as
+ * a spilled buffer's are: after the barrier (L10), the segment before
+ * synced first (L9), only bytes past `written` (L3); the next sync flush
+ * syncs them (without L11 in that segment). */
+int log_write(log_mgr *lg, uint64_t lsn)
+{
+	pthread_mutex_lock(&lg->mu);
+	int rc = flush_locked(lg, lsn, 0, FL_WRITE);
 	pthread_mutex_unlock(&lg->mu);
 	return rc;
 }

@@ -92,6 +92,11 @@ int log_flush(log_mgr *lg, uint64_t lsn);
 /* The same for a commit: a group-commit leader may first wait, at most
  * half a recent flush time, for other open transactions to join. */
 int log_commit_flush(log_mgr *lg, uint64_t lsn);
+/* Returns once every record with LSN <= lsn has been written to the
+ * segment files, not synced (log.c L14): a crash of the process alone then
+ * loses none of them; a crash of the machine may, until log_flush covers
+ * them.  Concurrent callers share one write. */
+int log_write(log_mgr *lg, uint64_t lsn);
 /* Sets the write barrier: fn(ctx) is called before any log bytes are
  * written to a file (a flush or a spill of a full buffer), without the log's
  * mutex, by the thread that writes them; the write waits for it, and a

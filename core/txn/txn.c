@@ -69,6 +69,11 @@
  *       TXN_SPARES): its lock owner stays initialized, every other
  *       field is zeroed as for a new one, and the owner, which released
  *       everything at the end, takes the new id (lock_owner_renew).
+ *   T13 A commit in mode TXN_WRITE returns 0 only after its commit record
+ *       is in the log files (log_write, log.c L14): a crash of the process
+ *       alone -- not of the machine -- keeps it.  A read-only one waits, as
+ *       under T7, until every record logged before it committed is
+ *       written: what it read survives such a crash too.
  *   T6  A record of t is appended and t's LSN fields and state updated
  *       inside one odd span of t->seq (a sequence lock: odd while t
  *       appends; lsns_read retries until it reads an even value twice
@@ -795,7 +800,7 @@ lock_owner *txn_locker(txn *t) { return t->locks; }
 /* held: NULL for T7's early release; else the commit holds its locks
  * named keep... (all with kplen 0) until the commit record is durable,
  * calls held(arg), then releases them; the others go early (T7). */
-static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*held)(void *), void *arg)
+static int commit(txn *t, int mode, const void *keep, size_t kplen, void (*held)(void *), void *arg)
 {
 	txn_mgr *tm = t->tm;
 	int rc = 0;
@@ -813,8 +818,10 @@ static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*hel
 			lock_release_all(t->locks);
 		else if (kplen)
 			lock_release_except(t->locks, keep, kplen);
-		if (!nosync && seen > log_durable(tm->lg))
+		if (mode == TXN_SYNC && seen > log_durable(tm->lg))
 			rc = log_commit_flush(tm->lg, seen - 1);
+		else if (mode == TXN_WRITE && seen > 0)
+			rc = log_write(tm->lg, seen - 1); /* T13 */
 		if (held) {
 			if (rc == 0)
 				held(arg);
@@ -840,8 +847,12 @@ static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*hel
 		lock_release_all(t->locks);
 	else if (kplen)
 		lock_release_except(t->locks, keep, kplen);
-	if (!nosync && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
+	if (mode == TXN_SYNC && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
+			     "its outcome is decided by recovery at the next open",
+			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
+	else if (mode == TXN_WRITE && (rc = log_write(tm->lg, r.lsn)) != 0) /* T13 */
+		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be written (%s); "
 			     "its outcome is decided by recovery at the next open",
 			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
 	else
@@ -856,11 +867,11 @@ static int commit(txn *t, int nosync, const void *keep, size_t kplen, void (*hel
 	return rc;
 }
 
-int txn_commit(txn *t, int nosync) { return commit(t, nosync, NULL, 0, NULL, NULL); }
+int txn_commit(txn *t, int mode) { return commit(t, mode, NULL, 0, NULL, NULL); }
 
 int txn_commit_held(txn *t, const void *keep, size_t kplen, void (*held)(void *), void *arg)
 {
-	return commit(t, 0, keep, kplen, held, arg);
+	return commit(t, TXN_SYNC, keep, kplen, held, arg);
 }
 
 static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)

@@ -28,10 +28,15 @@ int txn_begin(txn_mgr *tm, txn **out);
  * valid until t ends (commit, abort, txn_mgr_close). */
 #define TXN_USER_BYTES 32
 void *txn_user(txn *t);
-/* Logs the commit record and, unless nosync, returns once it is durable
- * (W3).  The transaction is gone afterwards, whatever the result; if the
- * commit record could not be logged, the transaction was rolled back. */
-int txn_commit(txn *t, int nosync);
+/* How far txn_commit takes the commit record (and, for a read-only
+ * transaction, every record logged before it committed) before it returns:
+ * durable (W3); written to the log files, not synced, so that a crash of
+ * the process alone cannot lose it (log.c L14); or only appended. */
+enum { TXN_SYNC = 0, TXN_NOSYNC = 1, TXN_WRITE = 2 };
+/* Logs the commit record and returns once it is as far as mode says.  The
+ * transaction is gone afterwards, whatever the result; if the commit
+ * record could not be logged, the transaction was rolled back. */
+int txn_commit(txn *t, int mode);
 /* A durable commit without T7's early release for the locks whose names
  * start with keep (kplen bytes; 0: every lock): they are held until the
  * commit record is durable; then held(arg) runs, still under them (not if

@@ -2,8 +2,8 @@
  * test_log -- the write-ahead log: appends and reads, LSNs as positions,
  * back-chains, forward and backward scans, segments (preallocated, padded,
  * recycled), reopening, torn tails (L4, L5), corruption inside the log,
- * group commit, panic (L7), full-page images, and the never-rewrite rule
- * for durable bytes (L3).
+ * group commit, log_write (L14: written, not synced), panic (L7),
+ * full-page images, and the never-rewrite rule for durable bytes (L3).
  *
  * Each test gets a fresh directory under /tmp that is the log directory;
  * damage is done with plain POSIX calls on the segment files, outside io.
@@ -1339,6 +1339,120 @@ Test(log, durable_bytes_are_never_rewritten)
 	scan_all(lg, LOG_SEG_HDR, v, 151);
 	log_close(lg);
 }
+
+/* ---- written, not synced (L14) ---- */
+
+typedef struct wr_arg {
+	log_mgr *lg;
+	uint64_t id;
+	exp_rec v[GC_COMMITS];
+	int bad;
+} wr_arg;
+
+/* Appends GC_COMMITS records, each followed by log_write; checks each is
+ * in its segment file (read around the log) once log_write returns. */
+static void *wr_thread(void *p)
+{
+	wr_arg *a = p;
+	unsigned char data[160];
+	uint64_t prev = 0;
+	for (int i = 0; i < GC_COMMITS; i++) {
+		exp_rec *e = &a->v[i];
+		*e = (exp_rec){.prev = prev, .txid = a->id, .pgno = LOG_NOPAGE, .type = 1,
+			       .len = (uint32_t)(8 + (a->id * 31 + (uint64_t)i * 17) % 150), .seed = (uint32_t)(a->id * 1000 + i)};
+		payload(data, e->len, e->seed);
+		log_rec r = {.prev_lsn = prev, .txid = a->id, .pgno = LOG_NOPAGE, .type = 1, .len = e->len, .data = data};
+		int rc = log_put(a->lg, &r);
+		if (!rc)
+			rc = log_write(a->lg, r.lsn);
+		unsigned char hdr[16];
+		char path[SEGP];
+		size_t got = 0;
+		if (rc || su_raw_read(segpath(path, r.lsn / SEG), r.lsn % SEG, hdr, sizeof hdr, &got) != 0 ||
+		    got != sizeof hdr || util_get64(hdr + 8) != r.lsn) {
+			a->bad = i + 1;
+			return NULL;
+		}
+		e->lsn = prev = r.lsn;
+	}
+	return NULL;
+}
+
+static int cmp_lsn(const void *x, const void *y)
+{
+	const exp_rec *a = x, *b = y;
+	return a->lsn < b->lsn ? -1 : a->lsn > b->lsn;
+}
+
+/* Writes of record bytes take a while, so that appenders pile up behind
+ * a write under way and share the next one. */
+static int slow_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
+{
+	spy_h *s = h;
+	if (s->seg != UINT64_MAX && off >= LOG_SEG_HDR)
+		usleep(300);
+	return posix_be->pwrite(s->h, buf, len, off, done);
+}
+
+/* Concurrent appenders each log_write their record: it is in the files
+ * when the call returns, nothing is synced for it, the writes are shared,
+ * and a process crash (panic: nothing more is written; close) keeps every
+ * record -- where records only appended are lost (close_after_panic_writes_nothing). */
+static void written_not_synced(int writer)
+{
+	static wr_arg a[GC_THREADS];
+	pthread_t th[GC_THREADS];
+	log_config c = cfg_of(SEG, 0);
+	c.writer = writer;
+	spy_install(slow_pwrite, NULL);
+	cr_assert_eq(log_create(&c), 0, "log_create: %s", tp_errmsg());
+	log_mgr *lg;
+	cr_assert_eq(log_open(&c, LOG_SEG_HDR, &lg), 0, "log_open: %s", tp_errmsg());
+	uint64_t durable0 = log_durable(lg);
+	memset(a, 0, sizeof a);
+	for (int i = 0; i < GC_THREADS; i++) {
+		a[i].lg = lg;
+		a[i].id = 1 + (uint64_t)i;
+		cr_assert_eq(pthread_create(&th[i], NULL, wr_thread, &a[i]), 0);
+	}
+	for (int i = 0; i < GC_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_not(a[i].bad, "L14: thread %d, record %d: not in its segment file when log_write returned", i,
+			      a[i].bad - 1);
+	}
+	log_stats st;
+	log_stats_get(lg, &st);
+	cr_assert_eq(st.records, GC_THREADS * GC_COMMITS);
+	cr_assert_eq(st.syncs, 0, "log_write synced (%" PRIu64 " syncs)", st.syncs);
+	cr_assert_eq(log_durable(lg), durable0, "log_write moved the durable point");
+	cr_assert_lt(st.flushes, GC_THREADS * GC_COMMITS / 2, "concurrent log_writes share writes: %" PRIu64
+		     " writes for %d records", st.flushes, GC_THREADS * GC_COMMITS);
+	cr_log_info("L14: %d records, %" PRIu64 " writes, 0 syncs", GC_THREADS * GC_COMMITS, st.flushes);
+	/* the process dies: nothing more is written */
+	log_panic(lg, TP_EPANIC, NULL);
+	log_close(lg);
+
+	static exp_rec all[GC_THREADS * GC_COMMITS];
+	size_t n = 0;
+	for (int i = 0; i < GC_THREADS; i++)
+		for (int j = 0; j < GC_COMMITS; j++)
+			all[n++] = a[i].v[j];
+	qsort(all, n, sizeof *all, cmp_lsn);
+	lg = open_log(LOG_SEG_HDR);
+	scan_all(lg, LOG_SEG_HDR, all, n);
+	/* a sync flush afterwards syncs them (and writes nothing below written) */
+	exp_rec more = {.txid = 99, .pgno = LOG_NOPAGE, .type = 2, .len = 30, .seed = 7};
+	put_exp(lg, &more);
+	cr_assert_eq(log_write(lg, more.lsn), 0);
+	cr_assert_eq(log_flush(lg, more.lsn), 0);
+	cr_assert_gt(log_durable(lg), more.lsn);
+	log_close(lg);
+	io_set_backend(NULL);
+}
+
+Test(log, log_write_reaches_the_files_without_a_sync, .timeout = 120) { written_not_synced(0); }
+
+Test(log, log_write_with_the_writer_thread, .timeout = 120) { written_not_synced(1); }
 
 /* ---- the writer thread (L12) ---- */
 

@@ -3,7 +3,8 @@
  * full-page image first after a checkpoint), commit (T1: durable when it
  * returns), abort with CLRs (T2, T4: the undo_next chain, the ABORT
  * record, before-images restored), nested top actions (kept by an abort),
- * the transaction table, panics, and the lock counts in tp_stats.
+ * the transaction table, panics, the lock counts in tp_stats, and T13
+ * (commits written, not synced, survive a crash of the process).
  */
 #include <criterion/criterion.h>
 
@@ -780,5 +781,165 @@ Test(txn, stats_count_lock_requests_waits_and_deadlocks)
 		     s0.lock_deadlocks - s1.lock_deadlocks);
 	cr_assert_geq(s0.lock_waits - s1.lock_waits, 1);
 	cr_assert_eq(s0.lock_timeouts - s1.lock_timeouts, 0);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+}
+
+/* ---- T13: commits written, not synced, survive a crash of the process ---- */
+
+#define PC_THREADS 4
+#define PC_COMMITS 150
+#define PC_BIG 20000 /* an overflow value: ordered when asked (the barrier, L10) */
+
+typedef struct pc_arg {
+	tp_env *env;
+	tp_tree *tr;
+	int id, flags;
+	int acked; /* commits that returned 0: keys id*PC_COMMITS + [0, acked) */
+	int rc;
+} pc_arg;
+
+static void pc_key(int id, int i, char *k) { snprintf(k, 16, "k%02d-%05d", id, i); }
+
+static size_t pc_val(int id, int i, unsigned char *v)
+{
+	size_t n = id == 0 && i % 5 == 0 ? PC_BIG : 16 + (size_t)(i * 7 % 200);
+	for (size_t j = 0; j < n; j++)
+		v[j] = (unsigned char)(id * 37 + i * 11 + j * 3);
+	return n;
+}
+
+static void *pc_thread(void *p)
+{
+	pc_arg *a = p;
+	static _Thread_local unsigned char v[PC_BIG];
+	for (int i = 0; i < PC_COMMITS; i++) {
+		tp_txn *t;
+		char k[16];
+		size_t n = pc_val(a->id, i, v);
+		pc_key(a->id, i, k);
+		if ((a->rc = tp_begin(a->env, &t)) != 0)
+			return NULL;
+		/* thread 0 stores its big values as ordered data */
+		if ((a->rc = tp_put(t, a->tr, k, strlen(k), v, n, a->id == 0 ? TP_ORDERED : 0)) != 0) {
+			(void)tp_abort(t);
+			return NULL;
+		}
+		if ((a->rc = tp_commit(t, a->flags)) != 0)
+			return NULL;
+		a->acked = i + 1;
+	}
+	return NULL;
+}
+
+/* PC_THREADS threads commit PC_COMMITS puts each with flags, then the
+ * process "dies" (tp_crash_close: nothing more is written, what is in the
+ * files stays); after recovery, returns how many acknowledged commits are
+ * missing or wrong. */
+static int commits_lost_at_process_crash(int flags, int background)
+{
+	char path[160];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	static pc_arg a[PC_THREADS];
+	pthread_t th[PC_THREADS];
+	snprintf(path, sizeof path, "%s/pcrash%d%d", tdir, flags, background);
+	su_options(&o, PS, 1u << 20, 256);
+	o.background = background;
+	cr_assert_eq(tp_mkfs(path, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(path, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	for (int i = 0; i < PC_THREADS; i++) {
+		a[i] = (pc_arg){.env = env, .tr = tr, .id = i, .flags = flags};
+		cr_assert_eq(pthread_create(&th[i], NULL, pc_thread, &a[i]), 0);
+	}
+	for (int i = 0; i < PC_THREADS; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(a[i].rc, 0, "thread %d: %s (%s)", i, tp_strerror(a[i].rc), tp_errmsg());
+		cr_assert_eq(a[i].acked, PC_COMMITS);
+	}
+	tp_tree_close(tr);
+	tp_crash_close(env);
+
+	cr_assert_eq(tp_open(path, &o, &env), 0, "recovery: %s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	static unsigned char want[PC_BIG], got[PC_BIG];
+	int lost = 0;
+	for (int id = 0; id < PC_THREADS; id++)
+		for (int i = 0; i < a[id].acked; i++) {
+			char k[16];
+			size_t n = pc_val(id, i, want), gl = 0;
+			pc_key(id, i, k);
+			int rc = tp_get(NULL, tr, k, strlen(k), got, sizeof got, &gl);
+			if (rc != 0 || gl != n || memcmp(got, want, n) != 0) {
+				if (!lost)
+					cr_log_info("flags %d: first lost commit: %s (%s)", flags, k,
+						    rc ? tp_strerror(rc) : "wrong value");
+				lost++;
+			}
+		}
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	return lost;
+}
+
+/* T13: with TP_COMMIT_WRITE every commit that returned is in the log
+ * files, so a crash of the process alone loses none. */
+Test(txn, written_commits_survive_a_process_crash, .timeout = 120)
+{
+	int lost = commits_lost_at_process_crash(TP_COMMIT_WRITE, 0);
+	cr_assert_eq(lost, 0, "T13: %d of %d commits made with TP_COMMIT_WRITE are gone after a process crash", lost,
+		     PC_THREADS * PC_COMMITS);
+}
+
+/* The same with the log's writer thread and the background checkpoints
+ * (tpfsd's configuration, L12). */
+Test(txn, written_commits_survive_a_process_crash_background, .timeout = 120)
+{
+	int lost = commits_lost_at_process_crash(TP_COMMIT_WRITE, 1);
+	cr_assert_eq(lost, 0, "T13: %d of %d commits made with TP_COMMIT_WRITE are gone after a process crash", lost,
+		     PC_THREADS * PC_COMMITS);
+}
+
+/* The other side: TP_COMMIT_NOSYNC commits stay in memory, and the same
+ * crash loses them -- which is what the two tests above would see if
+ * TP_COMMIT_WRITE did no more than TP_COMMIT_NOSYNC. */
+Test(txn, nosync_commits_are_lost_by_a_process_crash, .timeout = 120)
+{
+	int lost = commits_lost_at_process_crash(TP_COMMIT_NOSYNC, 0);
+	cr_assert_gt(lost, 0, "no TP_COMMIT_NOSYNC commit was lost: the test cannot tell the modes apart");
+}
+
+/* T13 for a read-only transaction: it returns once what it read -- here
+ * a TP_COMMIT_NOSYNC commit still in memory -- is written too. */
+Test(txn, written_read_only_commit_writes_what_it_read)
+{
+	char path[160];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	tp_txn *t;
+	char v[8];
+	size_t vl;
+	snprintf(path, sizeof path, "%s/readonly", tdir);
+	su_options(&o, PS, 1u << 20, 64);
+	cr_assert_eq(tp_mkfs(path, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(path, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_put(t, tr, "a", 1, "one", 3, 0), 0);
+	cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_get(t, tr, "a", 1, v, sizeof v, &vl), 0);
+	cr_assert_eq(tp_commit(t, TP_COMMIT_WRITE), 0);
+	tp_tree_close(tr);
+	tp_crash_close(env);
+	cr_assert_eq(tp_open(path, &o, &env), 0, "recovery: %s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	int rc = tp_get(NULL, tr, "a", 1, v, sizeof v, &vl);
+	cr_assert_eq(rc, 0, "T13: a read-only commit returned, then a process crash lost what it read (%s)",
+		     tp_strerror(rc));
+	cr_assert(vl == 3 && !memcmp(v, "one", 3));
+	tp_tree_close(tr);
 	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
 }
