@@ -142,6 +142,17 @@
  *       appender itself when the checkpoint's own sync has not come yet.
  *       Otherwise a power cut could lose the rename of a segment holding
  *       durable records (and L15 then reports the segment missing).
+ *   L19 log_write returns once every record <= lsn is in the segment
+ *       files (written, not synced): a crash of the process alone -- kill
+ *       -9, a segfault, the OOM killer -- then loses none of them, since
+ *       the operating system holds them; a crash of the machine may.  It is
+ *       a flush without the sync, shared by concurrent callers as group
+ *       commit is (a sync flush under way covers its waiters too).  Its
+ *       bytes are written as a spilled buffer's are: after the barrier
+ *       (L10), the segment before synced first (L9), only bytes past
+ *       `written` (L3); the next sync flush syncs them (without L11 in
+ *       that segment).  They lie past the durable mark (L14), so damage
+ *       to them may be cut as a torn tail (L15).
  *   L13 A segment file is made or renamed into place only under lg->mu,
  *       and only at an index where no file is: appenders make the
  *       segments they enter (seg_make, under mu) while a checkpoint
@@ -838,7 +849,7 @@ static int write_taken(log_mgr *lg, int sync)
 }
 
 /* flush_locked's sync: make room (a spill), or cover lsn in the files
- * (L14), or make it durable. */
+ * (L19), or make it durable. */
 enum { FL_SPILL = 0, FL_SYNC = 1, FL_WRITE = 2 };
 
 /* Group commit (mu held on entry and exit).  gather: a commit, which may
@@ -856,7 +867,7 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		if (sync == FL_SYNC && (lg->durable > lsn || lg->durable >= lg->end))
 			return 0;
 		if (sync == FL_WRITE && (lg->written > lsn || lg->written >= lg->end))
-			return 0; /* L14 */
+			return 0; /* L19 */
 		if (sync == FL_SPILL && lg->buf_lsn == lg->end)
 			return 0; /* the buffer is empty: room was made */
 		if (lg->flushing || lg->gathering) {
@@ -878,7 +889,7 @@ static int flush_locked(log_mgr *lg, uint64_t lsn, int gather, int sync)
 		if (sync == FL_SYNC)
 			lg->last_group = lg->nwait + 1;
 		take_buffer(lg);
-		int rc = write_taken(lg, sync == FL_SYNC); /* L14: FL_WRITE writes as a spill (L9, L10) */
+		int rc = write_taken(lg, sync == FL_SYNC); /* L19: FL_WRITE writes as a spill (L9, L10) */
 		if (rc || sync == FL_SPILL)
 			return rc;
 	}
@@ -931,15 +942,7 @@ int log_commit_flush(log_mgr *lg, uint64_t lsn)
 	return rc;
 }
 
-/* L14 (written, not synced)  log_write returns once every record <= lsn
- * is in the segment files: a crash of the process alone -- kill -9, a
- * segfault, the OOM killer -- then loses none of them, since the
- * operating system holds them; a crash of the machine may.  It is a flush
- * without the sync, shared by concurrent callers as group commit is (a
- * sync flush under way covers its waiters too).  Its bytes are written as
- * a spilled buffer's are: after the barrier (L10), the segment before
- * synced first (L9), only bytes past `written` (L3); the next sync flush
- * syncs them (without L11 in that segment). */
+/* L19 */
 int log_write(log_mgr *lg, uint64_t lsn)
 {
 	pthread_mutex_lock(&lg->mu);

@@ -93,7 +93,7 @@ int log_flush(log_mgr *lg, uint64_t lsn);
  * half a recent flush time, for other open transactions to join. */
 int log_commit_flush(log_mgr *lg, uint64_t lsn);
 /* Returns once every record with LSN <= lsn has been written to the
- * segment files, not synced (log.c L14): a crash of the process alone then
+ * segment files, not synced (log.c L19): a crash of the process alone then
  * loses none of them; a crash of the machine may, until log_flush covers
  * them.  Concurrent callers share one write. */
 int log_write(log_mgr *lg, uint64_t lsn);

@@ -70,7 +70,7 @@
  *       field is zeroed as for a new one, and the owner, which released
  *       everything at the end, takes the new id (lock_owner_renew).
  *   T13 A commit in mode TXN_WRITE returns 0 only after its commit record
- *       is in the log files (log_write, log.c L14): a crash of the process
+ *       is in the log files (log_write, log.c L19): a crash of the process
  *       alone -- not of the machine -- keeps it.  A read-only one waits, as
  *       under T7, until every record logged before it committed is
  *       written: what it read survives such a crash too.
