@@ -259,7 +259,11 @@ int fs_check(const char *store, void *errp, int verbose)
 	(void)tp_private(store, NULL, 0, loose_path, k, NULL); /* C7; an error: fs_mount says why */
 	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: writes nothing, recovers in memory */
 		const char *m = tp_errmsg();
-		fprintf(err, "tpfs check: %s: cannot check it: %s\n", store, m && *m ? m : strerror(-rc));
+		size_t n = strlen(store); /* (the message names the store's file itself) */
+		if (m && *m && strncmp(m, store, n) == 0 && (m[n] == ':' || m[n] == '/'))
+			fprintf(err, "tpfs check: cannot check %s\n", m);
+		else
+			fprintf(err, "tpfs check: %s: cannot check it: %s\n", store, m && *m ? m : strerror(-rc));
 		return rc;
 	}
 	if (tp_recovered(f->env))

@@ -49,9 +49,9 @@ static const char usage[] =
 	"        refuse, naming the file, offset and LSN -- --discard-after LSN\n"
 	"        accepts losing every change logged from that LSN on: it first says\n"
 	"        what would be discarded and what recovery would then do, changing\n"
-	"        nothing; with --yes it cuts the log there (the cut segment files are\n"
-	"        kept beside the log as\n"
-	"        log.<index>.discarded-<LSN>), recovers and checks.\n"
+	"        nothing; with --yes it cuts the log there (the cut segment files\n"
+	"        are kept beside the log as log.<index>.discarded-<LSN>), recovers\n"
+	"        and checks.\n"
 	"        Pages the engine had already written back with changes from the\n"
 	"        discarded records are reported by the check.\n"
 	"  stat MOUNTPOINT\n"
@@ -63,15 +63,24 @@ static const char usage[] =
 	"        and show what was kept.\n"
 	"\n"
 	"Options:\n"
-	"  -h, --help   this text\n"
+	"  -h, --help     this text\n"
+	"  -V, --version  the version of tpfs\n"
 	"\n"
 	"Exit status: 0 on success, 1 on failure (the message names the file and\n"
 	"the cause), 2 on bad usage.\n";
 
+/* The engine's message names the file it is about: the store is named
+ * only when it does not already begin with it. */
 static int fail(const char *what, const char *store, int rc)
 {
 	const char *m = tp_errmsg();
-	fprintf(stderr, "tpfs %s: %s: %s\n", what, store, m && *m ? m : tp_strerror(rc));
+	size_t n = strlen(store);
+	if (!m || !*m)
+		fprintf(stderr, "tpfs %s: %s: %s\n", what, store, tp_strerror(rc));
+	else if (strncmp(m, store, n) == 0 && (m[n] == ':' || m[n] == '/'))
+		fprintf(stderr, "tpfs %s: %s\n", what, m);
+	else
+		fprintf(stderr, "tpfs %s: %s: %s\n", what, store, m);
 	return 1;
 }
 
@@ -306,6 +315,10 @@ int main(int argc, char **argv)
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		fputs(usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("tpfs %s\n", TPFS_VERSION);
+		return 0;
 	}
 	if (!strcmp(argv[1], "mkfs"))
 		return cmd_mkfs(argc - 1, argv + 1);

@@ -39,6 +39,7 @@ static const char usage[] =
 	"  -i, --id ID    abort transaction ID instead of the caller's\n"
 	"  -v, --verbose  print which transaction was aborted\n"
 	"  -h, --help     print this text and exit\n"
+	"  -V, --version  print the version and exit\n"
 	"\n"
 	"Exit status\n"
 	"  0  the transaction was aborted\n"
@@ -80,11 +81,11 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {{"id", required_argument, NULL, 'i'},
 						 {"verbose", no_argument, NULL, 'v'},
 						 {"help", no_argument, NULL, 'h'},
-						 {NULL, 0, NULL, 0}};
+						 {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
 	uint64_t id = 0;
 	int c, rc, verbose = 0;
-	while ((c = getopt_long(argc, argv, "i:vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			if (parse_id(optarg, &id) != 0) {
@@ -93,6 +94,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'v': verbose = 1; break;
+		case 'V': return txtool_version("txabort");
 		case 'h': fputs(usage, stdout); return 0;
 		default: return bad_usage();
 		}

@@ -37,7 +37,8 @@ static const char usage[] =
 	"  else the only tpfs file system mounted.\n"
 	"\n"
 	"Options\n"
-	"  -h, --help   print this text and exit\n"
+	"  -h, --help     print this text and exit\n"
+	"  -V, --version  print the version and exit\n"
 	"\n"
 	"Exit status\n"
 	"  0  the transaction began; its id is on standard output\n"
@@ -63,11 +64,14 @@ static int bad_usage(void)
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {
+		{"help", no_argument, NULL, 'h'}, {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
 	uint64_t id;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+		if (c == 'V')
+			return txtool_version("txbegin");
 		if (c != 'h')
 			return bad_usage();
 		fputs(usage, stdout);

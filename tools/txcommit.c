@@ -37,6 +37,7 @@ static const char usage[] =
 	"Options\n"
 	"  -v, --verbose  print what was committed (calls, records, bytes)\n"
 	"  -h, --help     print this text and exit\n"
+	"  -V, --version  print the version and exit\n"
 	"\n"
 	"Exit status\n"
 	"  0  committed: every change is applied and durable\n"
@@ -63,12 +64,16 @@ static int bad_usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"verbose", no_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX];
 	int c, verbose = 0;
-	while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'v': verbose = 1; break;
+		case 'V': return txtool_version("txcommit");
 		case 'h': fputs(usage, stdout); return 0;
 		default: return bad_usage();
 		}

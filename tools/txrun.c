@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "tpfs_tx.h"
+#include "txtool.h"
 
 #define MAX_RETRY 1000
 #define BACKOFF_MS 10    /* the first pause; doubled at each retry */
@@ -64,6 +65,7 @@ static const char usage[] =
 	"Options\n"
 	"  -r, --retry N   run deadlock victims again, at most N times (default 0)\n"
 	"  -h, --help      print this text and exit\n"
+	"  -V, --version   print the version and exit\n"
 	"\n"
 	"Exit status\n"
 	"  CMD's exit status when CMD failed (the transaction was aborted), or\n"
@@ -257,9 +259,12 @@ static int parse_retry(const char *s, int *out)
 static int parse_args(int argc, char **argv, int *retry, const char **path, char ***cmd)
 {
 	static const struct option longopts[] = {
-		{"retry", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+		{"retry", required_argument, NULL, 'r'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0}};
 	int c;
-	while ((c = getopt_long(argc, argv, "+r:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+r:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			if (parse_retry(optarg, retry) != 0) {
@@ -267,6 +272,7 @@ static int parse_args(int argc, char **argv, int *retry, const char **path, char
 				return bad_usage(NULL);
 			}
 			break;
+		case 'V': exit(txtool_version("txrun"));
 		case 'h': fputs(usage, stdout); exit(0);
 		default: return bad_usage(NULL);
 		}

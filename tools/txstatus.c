@@ -40,13 +40,14 @@ static const char usage[] =
 	"  caller has no transaction there, the tpfs mount where it has one.\n"
 	"\n"
 	"Options\n"
-	"  -a, --all    every transaction the caller may see\n"
-	"  -j, --json   JSON instead of text: {\"transactions\":[{\"id\":42,\n"
-	"               \"state\":\"active\",\"reason\":\"\",\"message\":\"\",\"pid\":1234,\n"
-	"               \"comm\":\"bash\",\"uid\":1000,\"age_ms\":12300,\"members\":[1234],\n"
-	"               \"files\":17,\"records\":20,\"bytes\":123456,\"locks\":25,\n"
-	"               \"waiting\":null}]}\n"
-	"  -h, --help   print this text and exit\n"
+	"  -a, --all      every transaction the caller may see\n"
+	"  -j, --json     JSON instead of text: {\"transactions\":[{\"id\":42,\n"
+	"                 \"state\":\"active\",\"reason\":\"\",\"message\":\"\",\"pid\":1234,\n"
+	"                 \"comm\":\"bash\",\"uid\":1000,\"age_ms\":12300,\"members\":[1234],\n"
+	"                 \"files\":17,\"records\":20,\"bytes\":123456,\"locks\":25,\n"
+	"                 \"waiting\":null}]}\n"
+	"  -h, --help     print this text and exit\n"
+	"  -V, --version  print the version and exit\n"
 	"\n"
 	"Exit status\n"
 	"  0  a report was printed (with --all, even an empty list)\n"
@@ -89,13 +90,14 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {{"all", no_argument, NULL, 'a'},
 						 {"json", no_argument, NULL, 'j'},
 						 {"help", no_argument, NULL, 'h'},
-						 {NULL, 0, NULL, 0}};
+						 {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
 	char mount[PATH_MAX], msg[TPFS_TX_MSG_MAX], *report;
 	int c, rc, flags = 0;
-	while ((c = getopt_long(argc, argv, "ajh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "ajhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'a': flags |= TPFS_TX_STATUS_ALL; break;
 		case 'j': flags |= TPFS_TX_STATUS_JSON; break;
+		case 'V': return txtool_version("txstatus");
 		case 'h': fputs(usage, stdout); return 0;
 		default: return bad_usage();
 		}

@@ -35,3 +35,9 @@ int txtool_done(const char *prog, const char *mount, int rc, const char *msg, in
 		printf("%s: %s: %s\n", prog, mount, msg);
 	return 0;
 }
+
+int txtool_version(const char *prog)
+{
+	printf("%s (tpfs) %s\n", prog, TPFS_VERSION);
+	return 0;
+}

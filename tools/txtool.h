@@ -20,4 +20,7 @@ int txtool_mount(const char *prog, int argc, char **argv, int optind, int own, c
  * line on stdout when verbose. */
 int txtool_done(const char *prog, const char *mount, int rc, const char *msg, int verbose);
 
+/* Prints "PROG (tpfs) VERSION" on stdout; returns 0 (the exit status). */
+int txtool_version(const char *prog);
+
 #endif
