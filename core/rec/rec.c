@@ -30,6 +30,14 @@
  *       LSN (taken before the snapshot); analysis scans from scan_from, so
  *       records racing with the snapshot are seen either way, and applying
  *       a record twice to the tables is harmless.
+ *   R6  Recovery needs no new disk space for pages: every page a record
+ *       names was given its space before the record was logged (buf.c,
+ *       B14), and redo starts only once the page file holds every page
+ *       analysis found named (a power cut may have lost the file's growth:
+ *       then recovery asks for it first, and refuses cleanly if the disk
+ *       cannot give it, before it writes anything).  The checkpoint that
+ *       ends recovery and the one of a clean close log into the log's
+ *       spare segment (L8) and write back only such pages.
  */
 #include "rec.h"
 
@@ -421,6 +429,12 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 		goto out;
 	if ((rc = txn_mgr_open(lg, bp, a.next_txid, &tm)) != 0)
 		goto out;
+	/* R6: every page redo may write back has its disk space before redo */
+	if (a.max_pgno && (rc = buf_reserve(bp, a.max_pgno + 1, 1)) != 0) {
+		rc = util_err(rc, "recovery: %s; redo would write page %" PRIu64 " (make room on the disk)",
+			      util_errmsg(), a.max_pgno);
+		goto out;
+	}
 	if ((rc = redo(lg, bp, &a, res)) != 0)
 		goto out;
 	/* undo: newest loser first; T5 without the losers' lists of freed pages */

@@ -960,6 +960,21 @@ int txn_note_free(txn *t, uint64_t pgno)
 	return 0;
 }
 
+int txn_limbo_flush(txn_mgr *tm, int *flushed)
+{
+	uint64_t lsn = 0;
+	pthread_mutex_lock(&tm->mu);
+	for (int g = 0; g < 2; g++)
+		if (tm->limbo[g].n && tm->limbo[g].lsn > lsn)
+			lsn = tm->limbo[g].lsn;
+	pthread_mutex_unlock(&tm->mu);
+	*flushed = lsn != 0;
+	/* T9: once durable past lsn, limbo_age (txn_page_held) frees both */
+	return lsn ? log_flush(tm->lg, lsn) : 0;
+}
+
+int txn_rolling_back(const txn *t) { return t->rolling_back; }
+
 void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor)
 {
 	pthread_mutex_lock(&tm->mu);

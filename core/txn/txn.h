@@ -98,6 +98,13 @@ int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn);
  * ordered data those freed by commits not yet durable (T9). */
 int txn_note_free(txn *t, uint64_t pgno);
 int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered);
+/* T9 on a full disk: makes the commits whose freed pages wait in the limbo
+ * durable (log_flush), so that ordered data can take those pages at once;
+ * *flushed says whether any waited (then a new search finds them). */
+int txn_limbo_flush(txn_mgr *tm, int *flushed);
+/* Whether t is rolling back (its allocations may take the pages kept for
+ * rollbacks: buf.h, B14). */
+int txn_rolling_back(const txn *t);
 /* While set, no page below floor is reallocated (recovery's undo). */
 void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
 /* The allocation hint: groups of pages below it had no free page when last
