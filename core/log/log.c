@@ -173,6 +173,7 @@ struct log_mgr {
 	uint64_t max_seg;     /* highest segment file present */
 	uint64_t spares;      /* recycled segments kept ahead (cfg->spares) */
 	int panic;            /* L7: sticky */
+	int short_space;      /* atomic: the last seg_make failed with ENOSPC */
 	int (*barrier)(void *); /* L10; set before use, then read only */
 	void *barrier_ctx;
 	segf files[NSEGF];
@@ -326,10 +327,13 @@ static int seg_make(log_mgr *lg, uint64_t idx)
 	if (idx > lg->max_seg)
 		lg->max_seg = idx;
 	lg->st.segs_made++;
+	__atomic_store_n(&lg->short_space, 0, __ATOMIC_RELAXED);
 	return 0;
 err:
 	if (f)
 		io_close(f);
+	if (rc == ENOSPC)
+		__atomic_store_n(&lg->short_space, 1, __ATOMIC_RELAXED);
 	return util_err(rc, "%s: cannot create log segment: %s", path, strerror(rc));
 }
 
@@ -1422,3 +1426,25 @@ out:
 		util_err(rc, "log %s: recycling old segments failed: %s", lg->dir, util_errmsg()); /* its cause */
 	return rc;
 }
+
+/* ---- a full disk ---- */
+
+int log_prepare(log_mgr *lg, uint32_t n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&lg->mu);
+	if (lg->readonly || lg->panic) {
+		pthread_mutex_unlock(&lg->mu);
+		return 0;
+	}
+	for (uint64_t i = lg->end / lg->seg; i < lg->end / lg->seg + n && !rc; i++) {
+		char path[4096];
+		seg_name(lg, i, path, sizeof path);
+		if ((rc = io_exists(path, NULL)) == ENOENT) /* L13: under mu, where no file is */
+			rc = seg_make(lg, i);
+	}
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+int log_space_short(log_mgr *lg) { return __atomic_load_n(&lg->short_space, __ATOMIC_RELAXED); }
