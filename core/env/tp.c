@@ -15,6 +15,23 @@
  * stall that commit for as long, and the commits behind it on ckpt_mu).
  * Without it, the commit that finds one due takes it itself, so that the
  * crash simulator's numbering of I/O calls is the same in every run.
+ *
+ * A full disk.  Everything a checkpoint, recovery and a clean close write
+ * has its disk space before it is needed: pages before they are handed out
+ * (buf.c B14, rec.c R6), the checkpoint record in the log's spare segment
+ * (log.c L8), the master in place.  What a full disk can stop is the log:
+ * ordinary records need a spare segment after the one they end in, and a
+ * full disk makes no new one; only a checkpoint frees old segments.  So:
+ *
+ * E1  A read-write open first makes sure the log has TP_LOG_SEGS segments
+ *     from its end on (log_prepare; ENOSPC leaves fewer, and the open goes
+ *     on).  While the disk is short of space (the page file or the log
+ *     could not grow), a checkpoint comes due as soon as the log's end
+ *     enters a segment past the one the last checkpoint ended in, while an
+ *     older one is still kept: it frees that one for reuse, a segment
+ *     before ordinary appends run out of room, so the log cycles through
+ *     the segments it has without ever needing a new one.  Aborts look for
+ *     a due checkpoint as commits do (a full disk makes many of them).
  */
 #include "tp.h"
 
@@ -38,6 +55,8 @@
 #include "tp_int.h"
 #include "txn.h"
 #include "util.h"
+
+#define TP_LOG_SEGS 3 /* log segments a read-write open makes sure of (E1) */
 
 void tp_options_init(tp_options *o)
 {
@@ -176,6 +195,8 @@ static int checkpoint(tp_env *env, int bg)
 		return 0;
 	pthread_mutex_lock(&env->ckpt_mu);
 	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn);
+	if (!rc && (buf_space_short(env->bp) || log_space_short(env->lg)))
+		(void)log_prepare(env->lg, TP_LOG_SEGS); /* E1: room may have come back */
 	if (!rc) {
 		__atomic_store_n(&env->ckpt_end, log_end(env->lg), __ATOMIC_RELAXED);
 		__atomic_store_n(&env->ckpt_ns, util_now_ns(), __ATOMIC_RELAXED);
@@ -244,6 +265,8 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 	lc.writer = env->opt.background;
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
+	if (!env->opt.readonly)
+		(void)log_prepare(env->lg, TP_LOG_SEGS); /* E1: as many as the disk gives */
 	store_path(path, "data", data, sizeof data);
 	if ((rc = io_open(data, env->opt.readonly ? IO_RDONLY : 0, &env->data)) != 0) {
 		rc = util_err(rc == ENOENT ? TP_EBADSTORE : rc, "%s: %s", data,
@@ -361,6 +384,10 @@ static int ckpt_due(tp_env *env, int bytes_only)
 	uint64_t end = log_end(env->lg), last = __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED);
 	if (end - last >= env->opt.ckpt_log_bytes)
 		return 1;
+	uint64_t seg = store_sb(env->st)->seg_size;
+	if (end / seg > last / seg && (buf_space_short(env->bp) || log_space_short(env->lg)) &&
+	    log_start(env->lg) / seg < end / seg) /* E1 */
+		return 1;
 	uint64_t at = __atomic_load_n(&env->ckpt_ns, __ATOMIC_RELAXED);
 	return !bytes_only && env->opt.ckpt_ms && end != last &&
 	       util_now_ns() - at >= (uint64_t)env->opt.ckpt_ms * 1000000u;
@@ -459,7 +486,14 @@ int tp_commit_held(tp_txn *t, const void *keep, size_t kplen, void (*held)(void 
 	return rc;
 }
 
-int tp_abort(tp_txn *t) { return txn_abort(t->t); }
+int tp_abort(tp_txn *t)
+{
+	tp_env *env = t->env;
+	int rc = txn_abort(t->t);
+	if (!rc)
+		maybe_checkpoint(env); /* E1 */
+	return rc;
+}
 
 uint64_t tp_txn_id(const tp_txn *t) { return txn_id(t->t); }
 
