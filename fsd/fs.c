@@ -15,7 +15,12 @@
  *       another order) is rolled back and the call retried.
  *   F3  An inode with no links is freed only when the kernel holds no
  *       reference and no file is open on it; until then it is in the orphan
- *       tree, which the next mount empties after a crash.
+ *       tree, which the next mount empties after a crash.  Its data goes
+ *       sooner: as soon as it has no links and no file is open on it (at the
+ *       unlink, or at the release of the last open file), since nothing can
+ *       read it any more -- the kernel may keep its reference long after
+ *       (its forget came only with later requests), and the space a removal
+ *       frees must be writable at once.
  *   F4  Durability is lazy: calls commit without waiting for the log, and
  *       fs_tick (every commit_interval) or fs_sync makes them durable; with
  *       -o sync every call commits durably.
@@ -445,6 +450,49 @@ static int reclaim_fn(fs_op *op, void *arg)
 	return fs_ifree(op, ino);
 }
 
+int fs_is_open(fs *f, uint64_t ino)
+{
+	pthread_mutex_lock(&f->mu);
+	fs_refent *r = ref_find(f, ino, 0);
+	int yes = r && r->nopen;
+	pthread_mutex_unlock(&f->mu);
+	return yes;
+}
+
+/* F3: drops the data of an orphan no file is open on. */
+static int trim_fn(fs_op *op, void *arg)
+{
+	uint64_t ino = *(uint64_t *)arg;
+	fs_inode in;
+	int rc;
+	if ((rc = fs_lock(op, ino, TP_LOCK_X)) != 0)
+		return rc;
+	if ((rc = fs_iget(op, ino, &in)) != 0)
+		return rc == ENOENT ? 0 : rc;
+	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_open(op->f, ino) || (!in.size && !in.blocks))
+		return 0; /* linked or opened again meanwhile, or nothing to drop */
+	if ((rc = fs_data_drop_all(op, &in)) != 0)
+		return rc;
+	in.size = 0;
+	return fs_iput(op, &in);
+}
+
+/* The last open file of ino was released, the kernel still holds it: an
+ * orphan's data goes now (F3). */
+static void maybe_trim(fs *f, uint64_t ino)
+{
+	unsigned char k[8];
+	size_t vl;
+	fs_le64(k, ino);
+	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
+		return;
+	int rc = fs_run(f, NULL, FS_WR, trim_fn, &ino);
+	if (rc && !f->opt.quiet)
+		fprintf(stderr, "tpfsd: dropping the data of unlinked inode %" PRIu64 " failed: %s (%s); it goes "
+				"when the inode is freed\n",
+			ino, tp_strerror(rc), tp_errmsg());
+}
+
 /* The last reference went: free the inode if it is an orphan. */
 static void maybe_reclaim(fs *f, uint64_t ino)
 {
@@ -470,7 +518,7 @@ void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
 
 static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int plain, uint32_t stamp)
 {
-	int last = 0;
+	int last = 0, closed = 0;
 	pthread_mutex_lock(&f->mu);
 	fs_refent *r = ref_find(f, ino, 0);
 	if (r) {
@@ -484,11 +532,15 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 		if (!r->nlookup && !r->nopen) {
 			ref_drop(f, r);
 			last = 1;
+		} else if (nopen && !r->nopen) {
+			closed = 1;
 		}
 	}
 	pthread_mutex_unlock(&f->mu);
 	if (last)
 		maybe_reclaim(f, ino);
+	else if (closed)
+		maybe_trim(f, ino);
 }
 
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0, 0); }

@@ -357,6 +357,10 @@ static int drop_link(fs_op *op, fs_inode *in, const struct timespec *now)
 		return fs_ifree(op, in->ino);
 	fs_le64(k, in->ino);
 	int rc = fs_rput(op, WS_ORPHAN, k, 8, "", 0);
+	if (!rc && S_ISREG(in->mode) && !fs_is_open(op->f, in->ino) && (in->size || in->blocks)) {
+		rc = fs_data_drop_all(op, in); /* F3: its data goes now */
+		in->size = 0;
+	}
 	return rc ? rc : fs_iput(op, in);
 }
 

@@ -225,5 +225,7 @@ static inline void fs_le64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
 /* The lifetime table (fs.c) */
 int fs_is_referenced(fs *f, uint64_t ino);
+/* Whether a file is open on ino (F3: an orphan's data lives only so long). */
+int fs_is_open(fs *f, uint64_t ino);
 
 #endif
