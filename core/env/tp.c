@@ -23,15 +23,18 @@
  * ordinary records need a spare segment after the one they end in, and a
  * full disk makes no new one; only a checkpoint frees old segments.  So:
  *
- * E1  A read-write open first makes sure the log has TP_LOG_SEGS segments
- *     from its end on (log_prepare; ENOSPC leaves fewer, and the open goes
- *     on).  While the disk is short of space (the page file or the log
- *     could not grow), a checkpoint comes due as soon as the log's end
- *     enters a segment past the one the last checkpoint ended in, while an
- *     older one is still kept: it frees that one for reuse, a segment
- *     before ordinary appends run out of room, so the log cycles through
- *     the segments it has without ever needing a new one.  Aborts look for
- *     a due checkpoint as commits do (a full disk makes many of them).
+ * E1  The log keeps TP_LOG_SEGS segments from the one its end is in
+ *     (log_prepare: at a read-write open, and once each time the end
+ *     enters a new segment -- one segment before an ordinary append would
+ *     need it, L8), which is also how a full disk is noticed: ENOSPC leaves
+ *     fewer, and the open or the append goes on.  While the disk is short
+ *     of space (the page file or the log could not grow), a checkpoint
+ *     comes due as soon as the log's end enters a segment past the one the
+ *     last checkpoint ended in, while an older one is still kept: it frees
+ *     that one for reuse a segment before ordinary appends run out of room,
+ *     so the log cycles through the segments it has without needing a new
+ *     one.  Aborts look for a due checkpoint as commits do (a full disk
+ *     makes many of them).
  */
 #include "tp.h"
 
@@ -304,6 +307,7 @@ int tp_open(const char *path, const tp_options *o, tp_env **out)
 			goto err;
 	}
 	env->ckpt_end = log_end(env->lg);
+	env->seg_seen = env->ckpt_end / sb->seg_size; /* E1: prepared above */
 	env->ckpt_ns = util_now_ns();
 	if (env->opt.background && (rc = bg_start(env)) != 0)
 		goto err;
@@ -376,6 +380,17 @@ int tp_begin(tp_env *env, tp_txn **out)
 	return 0;
 }
 
+/* E1: whether the disk is short of space; the first time the log's end is
+ * seen in segment idx, the log is first asked to keep its segments ahead. */
+static int space_short(tp_env *env, uint64_t idx)
+{
+	uint64_t seen = __atomic_load_n(&env->seg_seen, __ATOMIC_RELAXED);
+	if (idx > seen && __atomic_compare_exchange_n(&env->seg_seen, &seen, idx, 0, __ATOMIC_RELAXED,
+						      __ATOMIC_RELAXED))
+		(void)log_prepare(env->lg, TP_LOG_SEGS);
+	return buf_space_short(env->bp) || log_space_short(env->lg);
+}
+
 /* Whether a checkpoint is due: enough log, or (unless bytes_only) enough
  * time and some log, since the last (read without ckpt_mu, which a
  * checkpoint holds long). */
@@ -385,8 +400,7 @@ static int ckpt_due(tp_env *env, int bytes_only)
 	if (end - last >= env->opt.ckpt_log_bytes)
 		return 1;
 	uint64_t seg = store_sb(env->st)->seg_size;
-	if (end / seg > last / seg && (buf_space_short(env->bp) || log_space_short(env->lg)) &&
-	    log_start(env->lg) / seg < end / seg) /* E1 */
+	if (end / seg > last / seg && space_short(env, end / seg) && log_start(env->lg) / seg < end / seg) /* E1 */
 		return 1;
 	uint64_t at = __atomic_load_n(&env->ckpt_ns, __ATOMIC_RELAXED);
 	return !bytes_only && env->opt.ckpt_ms && end != last &&
