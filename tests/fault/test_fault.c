@@ -831,3 +831,74 @@ static void full_disk_rounds(int crash)
 Test(fault, full_disk_close_reopen_empty_refill, .timeout = 120) { full_disk_rounds(0); }
 
 Test(fault, full_disk_crash_recover_empty_refill, .timeout = 120) { full_disk_rounds(1); }
+
+/* A transaction deletes every key of a tree on a full disk (its leaves
+ * merge, freeing pages), then is rolled back -- by tp_abort, or by recovery
+ * after a crash: putting the keys back splits leaves again, which takes
+ * pages.  On the full disk they must come from the pages kept for
+ * rollbacks and the ones the merges freed (R7, B14), never from new disk
+ * space, or the rollback fails and the store cannot be opened. */
+static void full_disk_rollback(int crash)
+{
+	char dir[200], store[256];
+	uint64_t *pages = calloc(FULL_MAX, sizeof *pages);
+	unsigned char key[8], val[200], r[200];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	tp_txn *t;
+	size_t vl;
+	const unsigned nkeys = 1200;
+
+	cr_assert_not_null(pages);
+	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
+	snprintf(store, sizeof store, "%s/s", dir);
+	small_options(&o, 64);
+	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
+	iosim_install(13);
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE | TP_TREE_U64, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		memcpy(key, &k, 8);
+		memset(val, (int)(k & 0xff), sizeof val);
+		cr_assert_eq(tp_put(t, tr, key, 8, val, sizeof val, 0), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(tp_commit(t, 0), 0, "%s", tp_errmsg());
+	iosim_disk_full(1);
+	unsigned n = full_fill(env, pages, 0, 1); /* every page ordinary allocations may take */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		memcpy(key, &k, 8);
+		cr_assert_eq(tp_del(t, tr, key, 8), 0, "delete %" PRIu64 " on a full disk: %s", k, tp_errmsg());
+	}
+	if (crash) {
+		cr_assert_eq(tp_sync(env), 0, "%s", tp_errmsg()); /* the deletes durable: recovery undoes them */
+		tp_tree_close(tr);
+		tp_crash_close(env);
+		cr_assert_eq(tp_open(store, &o, &env), 0, "recovery on a full disk, undoing %u deletes: %s", nkeys,
+			     tp_errmsg());
+		cr_assert_eq(tp_tree_open(env, "t", TP_TREE_U64, &tr), 0, "%s", tp_errmsg());
+	} else {
+		cr_assert_eq(tp_abort(t), 0, "rollback of %u deletes on a full disk: %s", nkeys, tp_errmsg());
+	}
+	for (uint64_t k = 0; k < nkeys; k++) { /* every key is back */
+		memcpy(key, &k, 8);
+		cr_assert_eq(tp_get(NULL, tr, key, 8, r, sizeof r, &vl), 0, "key %" PRIu64 ": %s", k, tp_errmsg());
+		cr_assert(vl == sizeof val && r[0] == (unsigned char)(k & 0xff), "key %" PRIu64 " has the wrong value", k);
+	}
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "close: %s", tp_errmsg());
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert(tp_clean(env), "the close left the store needing recovery");
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	iosim_uninstall();
+	printf("fault: full_disk rollback (%s): %u keys put back after %u pages filled the disk\n",
+	       crash ? "recovery" : "abort", nkeys, n);
+	free(pages);
+	wl_rmtree(dir);
+}
+
+Test(fault, full_disk_abort_splits, .timeout = 120) { full_disk_rollback(0); }
+
+Test(fault, full_disk_recovery_splits, .timeout = 120) { full_disk_rollback(1); }
