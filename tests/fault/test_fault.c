@@ -36,6 +36,8 @@
  *     with ENOSPC inside tp_page_write, for every position of the record
  *     near the end of a segment; the transaction is then aborted, another
  *     commits, the process crashes: the failed write must not reappear.
+ *     (The store is opened on a full disk, so that the log has not made
+ *     its segments ahead: tp.c E1.)
  *
  *   - full_disk_*: a disk that fills up (iosim_disk_full: no file grows):
  *     allocations fail cleanly until the page file is full, the store
@@ -614,7 +616,12 @@ static int append_child(void *arg)
 		}                                                                                                \
 	} while (0)
 	CK(tp_mkfs(a->store, &o) == 0);
+	/* opened while the disk is full, the log keeps only the two segments
+	 * mkfs made (tp.c E1): the append that enters segment 1 makes the
+	 * spare after it, and that is where the fault goes */
+	iosim_disk_full(1);
 	CK(tp_open(a->store, &o, &env) == 0);
+	iosim_disk_full(0);
 	CK(tp_begin(env, &t) == 0 && tp_page_alloc(t, 1, &pa) == 0 && tp_page_alloc(t, 1, &pb) == 0);
 	CK(tp_commit(t, 0) == 0);
 	memset(big, 0x11, sizeof big);
