@@ -16,11 +16,13 @@
  *   F3  An inode with no links is freed only when the kernel holds no
  *       reference and no file is open on it; until then it is in the orphan
  *       tree, which the next mount empties after a crash.  Its data goes
- *       sooner: as soon as it has no links and no file is open on it (at the
- *       unlink, or at the release of the last open file), since nothing can
- *       read it any more -- the kernel may keep its reference long after
- *       (its forget came only with later requests), and the space a removal
- *       frees must be writable at once.
+ *       sooner: as soon as it has no links and no file is open on it (after
+ *       the unlink or rename that took its last link, or at the release of
+ *       the last open file), since nothing can read it any more -- the
+ *       kernel may keep its reference long after (its forget came only with
+ *       later requests), and the space a removal frees must be writable at
+ *       once.  It goes in transactions of FS_TRIM_BLOCKS blocks, so that
+ *       removing a large file never needs more log than a few segments.
  *   F4  Durability is lazy: calls commit without waiting for the log, and
  *       fs_tick (every commit_interval) or fs_sync makes them durable; with
  *       -o sync every call commits durably.
@@ -459,34 +461,47 @@ int fs_is_open(fs *f, uint64_t ino)
 	return yes;
 }
 
-/* F3: drops the data of an orphan no file is open on. */
+#define FS_TRIM_BLOCKS 4096 /* F3: blocks an orphan loses per transaction */
+
+typedef struct trim_arg {
+	uint64_t ino;
+	int more; /* blocks are left */
+} trim_arg;
+
+/* F3: drops up to FS_TRIM_BLOCKS blocks of an orphan no file is open on. */
 static int trim_fn(fs_op *op, void *arg)
 {
-	uint64_t ino = *(uint64_t *)arg;
+	trim_arg *a = arg;
 	fs_inode in;
 	int rc;
-	if ((rc = fs_lock(op, ino, TP_LOCK_X)) != 0)
+	a->more = 0;
+	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0)
 		return rc;
-	if ((rc = fs_iget(op, ino, &in)) != 0)
+	if ((rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc == ENOENT ? 0 : rc;
-	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_open(op->f, ino) || (!in.size && !in.blocks))
+	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_open(op->f, a->ino) || (!in.size && !in.blocks))
 		return 0; /* linked or opened again meanwhile, or nothing to drop */
-	if ((rc = fs_data_drop_all(op, &in)) != 0)
+	if ((rc = fs_data_drop_some(op, &in, FS_TRIM_BLOCKS, &a->more)) != 0)
 		return rc;
-	in.size = 0;
+	if (!a->more)
+		in.size = 0;
 	return fs_iput(op, &in);
 }
 
-/* The last open file of ino was released, the kernel still holds it: an
- * orphan's data goes now (F3). */
-static void maybe_trim(fs *f, uint64_t ino)
+void fs_trim_orphan(fs *f, uint64_t ino)
 {
 	unsigned char k[8];
 	size_t vl;
+	trim_arg a = {.ino = ino};
 	fs_le64(k, ino);
 	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
-	int rc = fs_run(f, NULL, FS_WR, trim_fn, &ino);
+	/* in steps: a removal's log stays bounded, and on a full disk the
+	 * checkpoints between them recycle the log's segments (tp.c E1) */
+	int rc;
+	do
+		rc = fs_run(f, NULL, FS_WR, trim_fn, &a);
+	while (!rc && a.more);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: dropping the data of unlinked inode %" PRIu64 " failed: %s (%s); it goes "
 				"when the inode is freed\n",
@@ -540,7 +555,7 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 	if (last)
 		maybe_reclaim(f, ino);
 	else if (closed)
-		maybe_trim(f, ino);
+		fs_trim_orphan(f, ino);
 }
 
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0, 0); }
@@ -705,6 +720,8 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 			c = NULL;
 			if (rc == TP_ENOTFOUND)
 				break;
+			if (!rc)
+				fs_trim_orphan(f, ino); /* F3: a large one in steps first */
 			if (rc || (rc = fs_run(f, NULL, FS_WR, orphan_fn, &ino)) != 0)
 				goto err;
 			f->orphans_reclaimed++;

@@ -202,6 +202,8 @@ int fs_ifree(fs_op *op, uint64_t ino);
 /* Data (fs_data.c) */
 int fs_truncate_blocks(fs_op *op, fs_inode *in, uint64_t size);
 int fs_data_drop_all(fs_op *op, fs_inode *in);
+/* Drops at most max blocks of in, the lowest first; *more: some are left. */
+int fs_data_drop_some(fs_op *op, fs_inode *in, uint64_t max, int *more);
 int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *buf, size_t size);
 int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *buf, size_t *got);
 
@@ -227,5 +229,8 @@ static inline void fs_le64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 int fs_is_referenced(fs *f, uint64_t ino);
 /* Whether a file is open on ino (F3: an orphan's data lives only so long). */
 int fs_is_open(fs *f, uint64_t ino);
+/* F3: drops the data of ino if it is an orphan no file is open on, in
+ * transactions of at most FS_TRIM_BLOCKS blocks each. */
+void fs_trim_orphan(fs *f, uint64_t ino);
 
 #endif
