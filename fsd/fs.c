@@ -22,7 +22,9 @@
  *       kernel may keep its reference long after (its forget came only with
  *       later requests), and the space a removal frees must be writable at
  *       once.  It goes in transactions of FS_TRIM_BLOCKS blocks, so that
- *       removing a large file never needs more log than a few segments.
+ *       removing a large file never needs much log at a time (a step that
+ *       finds the log full on a full disk takes a checkpoint, which frees
+ *       old segments, and goes on).
  *   F4  Durability is lazy: calls commit without waiting for the log, and
  *       fs_tick (every commit_interval) or fs_sync makes them durable; with
  *       -o sync every call commits durably.
@@ -461,7 +463,7 @@ int fs_is_open(fs *f, uint64_t ino)
 	return yes;
 }
 
-#define FS_TRIM_BLOCKS 4096 /* F3: blocks an orphan loses per transaction */
+#define FS_TRIM_BLOCKS 512 /* F3: blocks an orphan loses per transaction (about 150 KiB of log) */
 
 typedef struct trim_arg {
 	uint64_t ino;
@@ -498,10 +500,14 @@ void fs_trim_orphan(fs *f, uint64_t ino)
 		return;
 	/* in steps: a removal's log stays bounded, and on a full disk the
 	 * checkpoints between them recycle the log's segments (tp.c E1) */
-	int rc;
-	do
+	int rc, tries = 0;
+	do {
 		rc = fs_run(f, NULL, FS_WR, trim_fn, &a);
-	while (!rc && a.more);
+		/* the log ran out of room before a checkpoint freed some:
+		 * one now, and again (a full disk) */
+		if (rc == ENOSPC && tries++ < 3 && tp_checkpoint(f->env) == 0)
+			rc = 0, a.more = 1;
+	} while (!rc && a.more);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: dropping the data of unlinked inode %" PRIu64 " failed: %s (%s); it goes "
 				"when the inode is freed\n",
