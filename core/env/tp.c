@@ -27,7 +27,7 @@
  *     (log_prepare: at a read-write open, and once each time the end
  *     enters a new segment -- one segment before an ordinary append would
  *     need it, L8), which is also how a full disk is noticed: ENOSPC leaves
- *     fewer, and the open or the append goes on.  While the disk is short
+ *     fewer, and the open or the commit that asked goes on.  While the disk is short
  *     of space (the page file or the log could not grow), a checkpoint
  *     comes due as soon as the log's end enters a segment past the one the
  *     last checkpoint ended in, while an older one is still kept: it frees
