@@ -345,7 +345,8 @@ int tp_clean(tp_env *env)
 	log_scan *s;
 	log_rec r;
 	int clean = 1;
-	if (log_scan_open(env->lg, m->ckpt_lsn, &s) != 0)
+	/* nothing after the checkpoint, and nothing before it to redo or undo */
+	if (!rec_ckpt_quiet(env->lg, m->ckpt_lsn) || log_scan_open(env->lg, m->ckpt_lsn, &s) != 0)
 		return 0;
 	while (log_scan_next(s, &r) == 0)
 		if (r.lsn != m->ckpt_lsn) {

@@ -312,6 +312,18 @@ static int ckpt_read(log_mgr *lg, uint64_t lsn, analysis *a)
 	return 0;
 }
 
+int rec_ckpt_quiet(log_mgr *lg, uint64_t ckpt_lsn)
+{
+	log_rec r;
+	void *buf;
+	if (log_read(lg, ckpt_lsn, &r, &buf) != 0)
+		return 0;
+	int quiet = r.type == OP_CKPT && r.len >= 32 && util_get32((const unsigned char *)r.data + 24) == 0 &&
+		    util_get32((const unsigned char *)r.data + 28) == 0;
+	free(buf);
+	return quiet;
+}
+
 static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 {
 	log_scan *s;
