@@ -15,16 +15,17 @@
  *       another order) is rolled back and the call retried.
  *   F3  An inode with no links is freed only when the kernel holds no
  *       reference and no file is open on it; until then it is in the orphan
- *       tree, which the next mount empties after a crash.  Its data goes
- *       sooner: as soon as it has no links and no file is open on it (after
- *       the unlink or rename that took its last link, or at the release of
- *       the last open file), since nothing can read it any more -- the
- *       kernel may keep its reference long after (its forget came only with
- *       later requests), and the space a removal frees must be writable at
- *       once.  It goes in transactions of FS_TRIM_BLOCKS blocks, so that
- *       removing a large file never needs much log at a time (a step that
- *       finds the log full on a full disk takes a checkpoint, which frees
- *       old segments, and goes on).
+ *       tree, which the next mount empties after a crash.  (Not sooner: a
+ *       process whose open had found the name before an unlink or rename
+ *       took it still opens the inode -- its data must be there.)  Its
+ *       data goes first, in transactions of FS_TRIM_BLOCKS blocks, so
+ *       that freeing a large file never needs much log at a time (a step
+ *       that finds the log full on a full disk takes a checkpoint, which
+ *       frees old segments, and goes on).  The kernel's last reference
+ *       goes right after the unlink, but the daemon frees the inode while
+ *       the next calls run: a plain call that fails with ENOSPC while an
+ *       orphan is being freed waits for it and is tried again, so the
+ *       space a removal frees is writable at once.
  *   F4  Durability is lazy: calls commit without waiting for the log, and
  *       fs_tick (every commit_interval) or fs_sync makes them durable; with
  *       -o sync every call commits durably.
@@ -71,6 +72,35 @@ int fs_errno(int rc)
 	}
 }
 
+static _Thread_local int in_reclaim; /* F3: this thread frees an orphan: it waits for none */
+
+/* F3: how many orphans' last references went, whose freeing is over. */
+static uint64_t reclaims_seen(fs *f)
+{
+	pthread_mutex_lock(&f->mu);
+	uint64_t n = f->reclaimed;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* F3: after a call failed with ENOSPC, waits (a bounded time) until no
+ * orphan is being freed; 1 if one was, or one finished since the call
+ * began (seen): then space may have come back and the call is tried
+ * again. */
+static int reclaim_wait(fs *f, uint64_t seen)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&f->mu);
+	int any = f->reclaiming > 0 || f->reclaimed != seen;
+	while (f->reclaiming > 0)
+		if (pthread_cond_timedwait(&f->reclaim_cv, &f->mu, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->mu);
+	return any;
+}
+
 int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
 {
 	int rc = 0;
@@ -82,8 +112,10 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 		fs_op op = {.f = f};
 		return fn(&op, arg);
 	}
+	int waited = 0;
 	for (int attempt = 0; attempt < 1000; attempt++) {
 		fs_op op = {.f = f, .wr = wr == FS_WR};
+		uint64_t seen = reclaims_seen(f);
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
 			return rc;
 		rc = fn(&op, arg);
@@ -93,6 +125,8 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 			(void)tp_abort(op.t);
 		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
 			return EDEADLK;
+		if (rc == ENOSPC && wr == FS_WR && !in_reclaim && !waited++ && reclaim_wait(f, seen))
+			continue; /* F3: space a removal frees is writable at once */
 		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
 			return rc;
 		__atomic_add_fetch(&f->ctr.retries, 1, __ATOMIC_RELAXED);
@@ -454,15 +488,6 @@ static int reclaim_fn(fs_op *op, void *arg)
 	return fs_ifree(op, ino);
 }
 
-int fs_is_open(fs *f, uint64_t ino)
-{
-	pthread_mutex_lock(&f->mu);
-	fs_refent *r = ref_find(f, ino, 0);
-	int yes = r && r->nopen;
-	pthread_mutex_unlock(&f->mu);
-	return yes;
-}
-
 #define FS_TRIM_BLOCKS 512 /* F3: blocks an orphan loses per transaction (about 150 KiB of log) */
 
 typedef struct trim_arg {
@@ -470,7 +495,7 @@ typedef struct trim_arg {
 	int more; /* blocks are left */
 } trim_arg;
 
-/* F3: drops up to FS_TRIM_BLOCKS blocks of an orphan no file is open on. */
+/* F3: drops up to FS_TRIM_BLOCKS blocks of an orphan the kernel let go of. */
 static int trim_fn(fs_op *op, void *arg)
 {
 	trim_arg *a = arg;
@@ -481,8 +506,8 @@ static int trim_fn(fs_op *op, void *arg)
 		return rc;
 	if ((rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc == ENOENT ? 0 : rc;
-	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_open(op->f, a->ino) || (!in.size && !in.blocks))
-		return 0; /* linked or opened again meanwhile, or nothing to drop */
+	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_referenced(op->f, a->ino) || (!in.size && !in.blocks))
+		return 0; /* linked or looked up again meanwhile, or nothing to drop */
 	if ((rc = fs_data_drop_some(op, &in, FS_TRIM_BLOCKS, &a->more)) != 0)
 		return rc;
 	if (!a->more)
@@ -522,6 +547,7 @@ static void maybe_reclaim(fs *f, uint64_t ino)
 	fs_le64(k, ino);
 	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
+	fs_trim_orphan(f, ino); /* F3: the data first, in steps */
 	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &ino);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
@@ -539,7 +565,7 @@ void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
 
 static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int plain, uint32_t stamp)
 {
-	int last = 0, closed = 0;
+	int last = 0;
 	pthread_mutex_lock(&f->mu);
 	fs_refent *r = ref_find(f, ino, 0);
 	if (r) {
@@ -553,15 +579,20 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 		if (!r->nlookup && !r->nopen) {
 			ref_drop(f, r);
 			last = 1;
-		} else if (nopen && !r->nopen) {
-			closed = 1;
+			f->reclaiming++; /* F3: under mu, before the call that saw it goes on */
 		}
 	}
 	pthread_mutex_unlock(&f->mu);
-	if (last)
+	if (last) {
+		in_reclaim = 1;
 		maybe_reclaim(f, ino);
-	else if (closed)
-		fs_trim_orphan(f, ino);
+		in_reclaim = 0;
+		pthread_mutex_lock(&f->mu);
+		f->reclaiming--;
+		f->reclaimed++;
+		pthread_cond_broadcast(&f->reclaim_cv);
+		pthread_mutex_unlock(&f->mu);
+	}
 }
 
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0, 0); }
@@ -648,6 +679,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	if (!f->opt.commit_ms)
 		f->opt.commit_ms = 1000;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->reclaim_cv, NULL);
 	pthread_mutex_init(&f->txmu, NULL);
 	pthread_mutex_init(&f->wmu, NULL);
 	pthread_mutex_init(&f->imu, NULL);
@@ -777,6 +809,7 @@ int fs_unmount(fs *f)
 			free(r);
 		}
 	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->reclaim_cv);
 	pthread_mutex_destroy(&f->txmu);
 	pthread_mutex_destroy(&f->wmu);
 	pthread_mutex_destroy(&f->imu);

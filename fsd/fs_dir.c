@@ -357,7 +357,7 @@ static int drop_link(fs_op *op, fs_inode *in, const struct timespec *now)
 		return fs_ifree(op, in->ino);
 	fs_le64(k, in->ino);
 	int rc = fs_rput(op, WS_ORPHAN, k, 8, "", 0);
-	return rc ? rc : fs_iput(op, in); /* its data goes after the call (F3) */
+	return rc ? rc : fs_iput(op, in);
 }
 
 static int remove_fn(fs_op *op, void *arg)
@@ -368,7 +368,6 @@ static int remove_fn(fs_op *op, void *arg)
 	uint64_t ino = 0;
 	struct timespec now;
 	int rc;
-	a->ino = 0; /* (a retried call starts again) */
 	if ((rc = lock_entry(op, a->parent, a->name, a->len, &ino)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, a->parent, &p)) != 0)
@@ -395,7 +394,6 @@ static int remove_fn(fs_op *op, void *arg)
 	fs_now(&now);
 	if ((rc = fs_dir_touch(op, &p, dir ? -1 : 0, &now)) != 0)
 		return rc;
-	a->ino = ino;
 	return drop_link(op, &in, &now);
 }
 
@@ -405,11 +403,7 @@ int fs_unlink(fs *f, const fs_caller *c, uint64_t parent, const char *name)
 	int rc = check_name(name, &a.len);
 	if (rc)
 		return -rc;
-	if (f->opt.readonly)
-		return -EROFS;
-	if ((rc = fs_run(f, c, FS_WR, remove_fn, &a)) == 0 && a.ino)
-		fs_trim_orphan(f, a.ino); /* F3 */
-	return fs_errno(rc);
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
 }
 
 int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name)
@@ -432,7 +426,6 @@ typedef struct rename_arg {
 	const char *n1, *n2;
 	size_t l1, l2;
 	unsigned flags;
-	uint64_t dropped; /* the replaced inode, which lost a link (F3) */
 } rename_arg;
 
 /* Is dir an ancestor of (or equal to) ino?  Walks parent links to the root. */
@@ -463,7 +456,6 @@ static int rename_fn(fs_op *op, void *arg)
 	uint64_t i1 = 0, i2 = 0;
 	struct timespec now;
 	int rc, exch = a->flags & RENAME_EXCHANGE;
-	a->dropped = 0; /* (a retried call starts again) */
 
 	if (a->p1 != a->p2 && (rc = fs_tp_lock(op, rlock, sizeof rlock - 1, TP_LOCK_X)) != 0)
 		return rc;
@@ -569,7 +561,6 @@ static int rename_fn(fs_op *op, void *arg)
 		if (i2) {
 			if (S_ISDIR(c2.mode))
 				p2.nlink--;
-			a->dropped = i2;
 			if ((rc = drop_link(op, &c2, &now)) != 0)
 				return rc;
 		}
@@ -600,11 +591,7 @@ int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint
 		return -rc;
 	if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(newname, ".") || !strcmp(newname, ".."))
 		return -EBUSY;
-	if (f->opt.readonly)
-		return -EROFS;
-	if ((rc = fs_run(f, c, FS_WR, rename_fn, &a)) == 0 && a.dropped)
-		fs_trim_orphan(f, a.dropped); /* F3 */
-	return fs_errno(rc);
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, rename_fn, &a));
 }
 
 /* ---- readlink ---- */

@@ -67,6 +67,9 @@ struct fs {
 	fs_refent *refs[FS_REF_BUCKETS];
 	fs_counters ctr;
 	uint64_t orphans_reclaimed; /* at mount */
+	int reclaiming;             /* under mu: orphans whose last reference went, being freed (F3) */
+	uint64_t reclaimed;         /* under mu: such frees over */
+	pthread_cond_t reclaim_cv;  /* one is over */
 
 	/* user transactions (fs_tx.c) */
 	pthread_mutex_t txmu;       /* txs, history, next_txid */
@@ -227,9 +230,7 @@ static inline void fs_le64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
 /* The lifetime table (fs.c) */
 int fs_is_referenced(fs *f, uint64_t ino);
-/* Whether a file is open on ino (F3: an orphan's data lives only so long). */
-int fs_is_open(fs *f, uint64_t ino);
-/* F3: drops the data of ino if it is an orphan no file is open on, in
+/* F3: drops the data of ino if it is an orphan the kernel let go of, in
  * transactions of at most FS_TRIM_BLOCKS blocks each. */
 void fs_trim_orphan(fs *f, uint64_t ino);
 
