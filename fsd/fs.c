@@ -15,7 +15,17 @@
  *       another order) is rolled back and the call retried.
  *   F3  An inode with no links is freed only when the kernel holds no
  *       reference and no file is open on it; until then it is in the orphan
- *       tree, which the next mount empties after a crash.
+ *       tree, which the next mount empties after a crash.  (Not sooner: a
+ *       process whose open had found the name before an unlink or rename
+ *       took it still opens the inode -- its data must be there.)  Its
+ *       data goes first, in transactions of FS_TRIM_BLOCKS blocks, so
+ *       that freeing a large file never needs much log at a time (a step
+ *       that finds the log full on a full disk takes a checkpoint, which
+ *       frees old segments, and goes on).  The kernel's last reference
+ *       goes right after the unlink, but the daemon frees the inode while
+ *       the next calls run: a plain call that fails with ENOSPC while an
+ *       orphan is being freed waits for it and is tried again, so the
+ *       space a removal frees is writable at once.
  *   F4  Durability is lazy: calls commit without waiting for a log sync,
  *       and fs_tick (every commit_interval) or fs_sync makes them durable;
  *       with -o sync every call commits durably.  But a call's log records
@@ -67,6 +77,35 @@ int fs_errno(int rc)
 	}
 }
 
+static _Thread_local int in_reclaim; /* F3: this thread frees an orphan: it waits for none */
+
+/* F3: how many orphans' last references went, whose freeing is over. */
+static uint64_t reclaims_seen(fs *f)
+{
+	pthread_mutex_lock(&f->mu);
+	uint64_t n = f->reclaimed;
+	pthread_mutex_unlock(&f->mu);
+	return n;
+}
+
+/* F3: after a call failed with ENOSPC, waits (a bounded time) until no
+ * orphan is being freed; 1 if one was, or one finished since the call
+ * began (seen): then space may have come back and the call is tried
+ * again. */
+static int reclaim_wait(fs *f, uint64_t seen)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 60;
+	pthread_mutex_lock(&f->mu);
+	int any = f->reclaiming > 0 || f->reclaimed != seen;
+	while (f->reclaiming > 0)
+		if (pthread_cond_timedwait(&f->reclaim_cv, &f->mu, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&f->mu);
+	return any;
+}
+
 int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), void *arg)
 {
 	int rc = 0;
@@ -78,8 +117,10 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 		fs_op op = {.f = f};
 		return fn(&op, arg);
 	}
+	int waited = 0;
 	for (int attempt = 0; attempt < 1000; attempt++) {
 		fs_op op = {.f = f, .wr = wr == FS_WR};
+		uint64_t seen = reclaims_seen(f);
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
 			return rc;
 		rc = fn(&op, arg);
@@ -89,6 +130,8 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 			(void)tp_abort(op.t);
 		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
 			return EDEADLK;
+		if (rc == ENOSPC && wr == FS_WR && !in_reclaim && !waited++ && reclaim_wait(f, seen))
+			continue; /* F3: space a removal frees is writable at once */
 		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
 			return rc;
 		__atomic_add_fetch(&f->ctr.retries, 1, __ATOMIC_RELAXED);
@@ -450,6 +493,57 @@ static int reclaim_fn(fs_op *op, void *arg)
 	return fs_ifree(op, ino);
 }
 
+#define FS_TRIM_BLOCKS 512 /* F3: blocks an orphan loses per transaction (about 150 KiB of log) */
+
+typedef struct trim_arg {
+	uint64_t ino;
+	int more; /* blocks are left */
+} trim_arg;
+
+/* F3: drops up to FS_TRIM_BLOCKS blocks of an orphan the kernel let go of. */
+static int trim_fn(fs_op *op, void *arg)
+{
+	trim_arg *a = arg;
+	fs_inode in;
+	int rc;
+	a->more = 0;
+	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0)
+		return rc;
+	if ((rc = fs_iget(op, a->ino, &in)) != 0)
+		return rc == ENOENT ? 0 : rc;
+	if (in.nlink > 0 || !S_ISREG(in.mode) || fs_is_referenced(op->f, a->ino) || (!in.size && !in.blocks))
+		return 0; /* linked or looked up again meanwhile, or nothing to drop */
+	if ((rc = fs_data_drop_some(op, &in, FS_TRIM_BLOCKS, &a->more)) != 0)
+		return rc;
+	if (!a->more)
+		in.size = 0;
+	return fs_iput(op, &in);
+}
+
+void fs_trim_orphan(fs *f, uint64_t ino)
+{
+	unsigned char k[8];
+	size_t vl;
+	trim_arg a = {.ino = ino};
+	fs_le64(k, ino);
+	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
+		return;
+	/* in steps: a removal's log stays bounded, and on a full disk the
+	 * checkpoints between them recycle the log's segments (tp.c E1) */
+	int rc, tries = 0;
+	do {
+		rc = fs_run(f, NULL, FS_WR, trim_fn, &a);
+		/* the log ran out of room before a checkpoint freed some:
+		 * one now, and again (a full disk) */
+		if (rc == ENOSPC && tries++ < 3 && tp_checkpoint(f->env) == 0)
+			rc = 0, a.more = 1;
+	} while (!rc && a.more);
+	if (rc && !f->opt.quiet)
+		fprintf(stderr, "tpfsd: dropping the data of unlinked inode %" PRIu64 " failed: %s (%s); it goes "
+				"when the inode is freed\n",
+			ino, tp_strerror(rc), tp_errmsg());
+}
+
 /* The last reference went: free the inode if it is an orphan. */
 static void maybe_reclaim(fs *f, uint64_t ino)
 {
@@ -458,6 +552,7 @@ static void maybe_reclaim(fs *f, uint64_t ino)
 	fs_le64(k, ino);
 	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
+	fs_trim_orphan(f, ino); /* F3: the data first, in steps */
 	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &ino);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
@@ -489,11 +584,20 @@ static void unref(fs *f, uint64_t ino, uint64_t nlookup, uint64_t nopen, int pla
 		if (!r->nlookup && !r->nopen) {
 			ref_drop(f, r);
 			last = 1;
+			f->reclaiming++; /* F3: under mu, before the call that saw it goes on */
 		}
 	}
 	pthread_mutex_unlock(&f->mu);
-	if (last)
+	if (last) {
+		in_reclaim = 1;
 		maybe_reclaim(f, ino);
+		in_reclaim = 0;
+		pthread_mutex_lock(&f->mu);
+		f->reclaiming--;
+		f->reclaimed++;
+		pthread_cond_broadcast(&f->reclaim_cv);
+		pthread_mutex_unlock(&f->mu);
+	}
 }
 
 void fs_forget(fs *f, uint64_t ino, uint64_t nlookup) { unref(f, ino, nlookup, 0, 0, 0); }
@@ -580,6 +684,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	if (!f->opt.commit_ms)
 		f->opt.commit_ms = 1000;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->reclaim_cv, NULL);
 	pthread_mutex_init(&f->txmu, NULL);
 	pthread_mutex_init(&f->wmu, NULL);
 	pthread_mutex_init(&f->imu, NULL);
@@ -656,6 +761,8 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 			c = NULL;
 			if (rc == TP_ENOTFOUND)
 				break;
+			if (!rc)
+				fs_trim_orphan(f, ino); /* F3: a large one in steps first */
 			if (rc || (rc = fs_run(f, NULL, FS_WR, orphan_fn, &ino)) != 0)
 				goto err;
 			f->orphans_reclaimed++;
@@ -705,6 +812,7 @@ int fs_unmount(fs *f)
 			free(r);
 		}
 	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->reclaim_cv);
 	pthread_mutex_destroy(&f->txmu);
 	pthread_mutex_destroy(&f->wmu);
 	pthread_mutex_destroy(&f->imu);

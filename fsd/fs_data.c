@@ -189,12 +189,16 @@ int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *src, size_t s
 	return rc;
 }
 
-/* Deletes the blocks of in from block `from` on. */
-static int drop_from(fs_op *op, fs_inode *in, uint64_t from)
+/* Deletes the blocks of in from block `from` on: at most max of them (0:
+ * all); *more (if not NULL) says whether some are left. */
+static int drop_from(fs_op *op, fs_inode *in, uint64_t from, uint64_t max, int *more)
 {
 	unsigned char k[16];
+	uint64_t n = 0;
 	fs_cur *c;
 	int rc;
+	if (more)
+		*more = 0;
 	bkey(k, in->ino, from);
 	if ((rc = fs_cur_open(op, WS_DATA, &c)) != 0)
 		return rc;
@@ -204,14 +208,22 @@ static int drop_from(fs_op *op, fs_inode *in, uint64_t from)
 		fs_cur_get(c, (const void **)&key, &kl, NULL, NULL);
 		if (kl != 16 || memcmp(key, k, 8) != 0)
 			break;
+		if (max && n == max) {
+			if (more)
+				*more = 1;
+			break;
+		}
 		if ((rc = block_delete(op, in, fs_getbe64(key + 8))) != 0)
 			break;
+		n++;
 	}
 	fs_cur_close(c);
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
-int fs_data_drop_all(fs_op *op, fs_inode *in) { return drop_from(op, in, 0); }
+int fs_data_drop_all(fs_op *op, fs_inode *in) { return drop_from(op, in, 0, 0, NULL); }
+
+int fs_data_drop_some(fs_op *op, fs_inode *in, uint64_t max, int *more) { return drop_from(op, in, 0, max, more); }
 
 int fs_truncate_blocks(fs_op *op, fs_inode *in, uint64_t size)
 {
@@ -219,7 +231,7 @@ int fs_truncate_blocks(fs_op *op, fs_inode *in, uint64_t size)
 	int rc;
 	if (size < in->size) {
 		uint64_t keep = (size + bs - 1) / bs; /* blocks wholly or partly below the size */
-		if ((rc = drop_from(op, in, keep)) != 0)
+		if ((rc = drop_from(op, in, keep, 0, NULL)) != 0)
 			return rc;
 		if (size % bs) { /* D1: cut the last block at the size */
 			unsigned char *buf = malloc(bs);

@@ -71,6 +71,9 @@ struct fs {
 	fs_refent *refs[FS_REF_BUCKETS];
 	fs_counters ctr;
 	uint64_t orphans_reclaimed; /* at mount */
+	int reclaiming;             /* under mu: orphans whose last reference went, being freed (F3) */
+	uint64_t reclaimed;         /* under mu: such frees over */
+	pthread_cond_t reclaim_cv;  /* one is over */
 
 	/* user transactions (fs_tx.c) */
 	pthread_mutex_t txmu;       /* txs, history, next_txid */
@@ -206,6 +209,8 @@ int fs_ifree(fs_op *op, uint64_t ino);
 /* Data (fs_data.c) */
 int fs_truncate_blocks(fs_op *op, fs_inode *in, uint64_t size);
 int fs_data_drop_all(fs_op *op, fs_inode *in);
+/* Drops at most max blocks of in, the lowest first; *more: some are left. */
+int fs_data_drop_some(fs_op *op, fs_inode *in, uint64_t max, int *more);
 int fs_data_put(fs_op *op, fs_inode *in, uint64_t off, const void *buf, size_t size);
 int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *buf, size_t *got);
 
@@ -229,5 +234,8 @@ static inline void fs_le64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
 
 /* The lifetime table (fs.c) */
 int fs_is_referenced(fs *f, uint64_t ino);
+/* F3: drops the data of ino if it is an orphan the kernel let go of, in
+ * transactions of at most FS_TRIM_BLOCKS blocks each. */
+void fs_trim_orphan(fs *f, uint64_t ino);
 
 #endif

@@ -55,6 +55,15 @@
  *       buf_dirty, which every change of a frame calls, forgets it, and
  *       write_run uses it only for a frame still carrying the LSN it was
  *       registered with, so a page is never written with another's sum.
+ *   B14 A page is handed out by the allocator (op_page.c) only after
+ *       buf_reserve gave it disk space in the page file: the file's size
+ *       covers every page an allocation record names, and its blocks are
+ *       reserved (fallocate).  So writing back an allocated page -- at a
+ *       steal, a checkpoint, a clean close, or after redo in recovery --
+ *       never needs new disk space, and a full disk fails the allocation,
+ *       before anything is logged, never a write-back (B5).  The last
+ *       BUF_ROLLBACK_BYTES of the file's space go only to allocations of
+ *       rollbacks and recovery.
  */
 #include "buf.h"
 
@@ -122,6 +131,7 @@ struct buf_pool {
 	size_t writing;       /* under mu: frames pinned only to be written back */
 	pthread_mutex_t resv_mu; /* buf_reserve */
 	uint64_t reserved;    /* under resv_mu: pages with disk space in the file */
+	int short_space;      /* atomic: the file could not grow the last time (ENOSPC) */
 	pthread_cond_t written; /* one of them was */
 	buf_stats st;         /* under mu */
 };
@@ -676,10 +686,12 @@ int buf_sync(buf_pool *bp)
 	return 0;
 }
 
-int buf_reserve(buf_pool *bp, uint64_t pages)
+int buf_reserve(buf_pool *bp, uint64_t pages, int rollback)
 {
-	uint64_t have;
+	uint64_t have, pgno = pages - 1;
 	int rc = 0;
+	if (!rollback) /* B14: the last pages are the rollbacks' */
+		pages += (BUF_ROLLBACK_BYTES + bp->psize - 1) / bp->psize;
 	pthread_mutex_lock(&bp->resv_mu);
 	if (pages > bp->reserved && (rc = buf_file_pages(bp, &have)) == 0) {
 		/* an eighth more than the file has, between 1 and 128 MiB of 4 KiB pages */
@@ -691,10 +703,17 @@ int buf_reserve(buf_pool *bp, uint64_t pages)
 			rc = io_reserve(bp->f, (want = pages) * bp->psize);
 		if (!rc)
 			bp->reserved = want;
+		if (have < pages)
+			__atomic_store_n(&bp->short_space, rc == ENOSPC, __ATOMIC_RELAXED);
+		if (rc == ENOSPC)
+			rc = util_err(ENOSPC, "%s: no disk space for page %" PRIu64 "%s", io_path(bp->f), pgno,
+				      rollback ? "" : " and the pages kept for rollbacks");
 	}
 	pthread_mutex_unlock(&bp->resv_mu);
 	return rc;
 }
+
+int buf_space_short(buf_pool *bp) { return __atomic_load_n(&bp->short_space, __ATOMIC_RELAXED); }
 
 int buf_flush_all(buf_pool *bp)
 {

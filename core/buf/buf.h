@@ -104,8 +104,15 @@ int buf_write_unlogged(buf_pool *bp, buf_unlogged *pages, size_t n);
 int buf_sync(buf_pool *bp);
 /* Makes sure the page file has disk space for pages [0, pages), growing it
  * ahead by a margin (io_reserve): ENOSPC here, where the caller can still
- * roll back, rather than at a write-back, where it panics the log (B5). */
-int buf_reserve(buf_pool *bp, uint64_t pages);
+ * roll back, rather than at a write-back, where it panics the log (B5,
+ * B14).  Unless rollback, BUF_ROLLBACK_BYTES more must have space too: the
+ * last pages of a full page file are left for rollbacks (whose undo may
+ * split a B-tree page), so a full disk never stops an abort. */
+#define BUF_ROLLBACK_BYTES (1u << 20)
+int buf_reserve(buf_pool *bp, uint64_t pages, int rollback);
+/* Whether the page file could not grow the last time it had to (ENOSPC):
+ * the disk is full.  Cleared when it grows again. */
+int buf_space_short(buf_pool *bp);
 /* Calls fn for every dirty page with its recovery LSN (checkpoints). */
 int buf_dirty_pages(buf_pool *bp, void (*fn)(void *ctx, uint64_t pgno, uint64_t rec_lsn), void *ctx);
 

@@ -8,12 +8,6 @@
  * checkpoint (rec, which makes the transaction table), then a checkpoint if
  * recovery found anything to do, so the next open starts clean.
  *
- * E1 A read-only open writes nothing: the page file is opened IO_SCRATCH
- *    and the log read-only (log.c L17), so recovery runs as always but its
- *    pages and records stay in memory; no checkpoint is taken and no
- *    thread started.  tp_clean() then tells whether it found work: the
- *    state seen is what a read-write open would make durable.
- *
  * Checkpoints come due by log size (ckpt_log_bytes since the last) or time
  * (ckpt_ms, if the log grew).  With opt.background a thread of the engine
  * takes them: a commit that finds one due only wakes it, and never waits
@@ -21,6 +15,32 @@
  * stall that commit for as long, and the commits behind it on ckpt_mu).
  * Without it, the commit that finds one due takes it itself, so that the
  * crash simulator's numbering of I/O calls is the same in every run.
+ *
+ * A full disk.  Everything a checkpoint, recovery and a clean close write
+ * has its disk space before it is needed: pages before they are handed out
+ * (buf.c B14, rec.c R6), the checkpoint record in the log's spare segment
+ * (log.c L8), the master in place.  What a full disk can stop is the log:
+ * ordinary records need a spare segment after the one they end in, and a
+ * full disk makes no new one; only a checkpoint frees old segments.  So:
+ *
+ * E1  The log keeps TP_LOG_SEGS segments from the one its end is in
+ *     (log_prepare: at a read-write open, and once each time the end
+ *     enters a new segment -- one segment before an ordinary append would
+ *     need it, L8), which is also how a full disk is noticed: ENOSPC leaves
+ *     fewer, and the open or the commit that asked goes on.  While the disk is short
+ *     of space (the page file or the log could not grow), a checkpoint
+ *     comes due as soon as the log's end enters a segment past the one the
+ *     last checkpoint ended in, while an older one is still kept: it frees
+ *     that one for reuse a segment before ordinary appends run out of room,
+ *     so the log cycles through the segments it has without needing a new
+ *     one.  Aborts look for a due checkpoint as commits do (a full disk
+ *     makes many of them).
+ *
+ * E2  A read-only open writes nothing: the page file is opened IO_SCRATCH
+ *     and the log read-only (log.c L17), so recovery runs as always but its
+ *     pages and records stay in memory; no checkpoint is taken and no
+ *     thread started.  tp_recovered() then tells whether it found work: the
+ *     state seen is what a read-write open would make durable.
  */
 #include "tp.h"
 
@@ -44,6 +64,8 @@
 #include "tp_int.h"
 #include "txn.h"
 #include "util.h"
+
+#define TP_LOG_SEGS 3 /* log segments a read-write open makes sure of (E1) */
 
 void tp_options_init(tp_options *o)
 {
@@ -227,6 +249,8 @@ static int checkpoint(tp_env *env, int bg)
 		return 0;
 	pthread_mutex_lock(&env->ckpt_mu);
 	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn);
+	if (!rc && (buf_space_short(env->bp) || log_space_short(env->lg)))
+		(void)log_prepare(env->lg, TP_LOG_SEGS); /* E1: room may have come back */
 	if (!rc) {
 		__atomic_store_n(&env->ckpt_end, log_end(env->lg), __ATOMIC_RELAXED);
 		__atomic_store_n(&env->ckpt_ns, util_now_ns(), __ATOMIC_RELAXED);
@@ -255,7 +279,7 @@ static uint32_t spares_for(uint64_t ckpt_log_bytes, uint64_t seg_size)
 	return n < 2 ? 2 : n > 64 ? 64 : (uint32_t)n;
 }
 
-/* Opens the store; recover: run recovery (read-only: in memory, E1). */
+/* Opens the store; recover: run recovery (read-only: in memory, E2). */
 static int env_open(const char *path, const tp_options *o, int recover, tp_env **out)
 {
 	tp_env *env = calloc(1, sizeof *env);
@@ -299,6 +323,8 @@ static int env_open(const char *path, const tp_options *o, int recover, tp_env *
 	lc.inspect = !recover; /* tp_logdump: the records up to damage, then the damage */
 	if ((rc = log_open(&lc, m->log_start, &env->lg)) != 0)
 		goto err;
+	if (!env->opt.readonly)
+		(void)log_prepare(env->lg, TP_LOG_SEGS); /* E1: as many as the disk gives */
 	store_path(path, "data", data, sizeof data);
 	if ((rc = io_open(data, env->opt.readonly ? (recover ? IO_SCRATCH : IO_RDONLY) : 0, &env->data)) != 0) {
 		rc = util_err(rc == ENOENT ? TP_EBADSTORE : rc, "%s: %s", data,
@@ -338,11 +364,12 @@ static int env_open(const char *path, const tp_options *o, int recover, tp_env *
 		if (!env->opt.readonly && (rc = tp_checkpoint(env)) != 0)
 			goto err;
 	}
-	if (env->opt.readonly) { /* E1: no checkpoints, no threads */
+	if (env->opt.readonly) { /* E2: no checkpoints, no threads */
 		*out = env;
 		return 0;
 	}
 	env->ckpt_end = log_end(env->lg);
+	env->seg_seen = env->ckpt_end / sb->seg_size; /* E1: prepared above */
 	env->ckpt_ns = util_now_ns();
 	if (env->opt.background && (rc = bg_start(env)) != 0)
 		goto err;
@@ -384,7 +411,8 @@ int tp_clean(tp_env *env)
 	log_scan *s;
 	log_rec r;
 	int clean = 1;
-	if (log_scan_open(env->lg, m->ckpt_lsn, &s) != 0)
+	/* nothing after the checkpoint, and nothing before it to redo or undo */
+	if (!rec_ckpt_quiet(env->lg, m->ckpt_lsn) || log_scan_open(env->lg, m->ckpt_lsn, &s) != 0)
 		return 0;
 	while (log_scan_next(s, &r) == 0)
 		if (r.lsn != m->ckpt_lsn) {
@@ -419,6 +447,17 @@ int tp_begin(tp_env *env, tp_txn **out)
 	return 0;
 }
 
+/* E1: whether the disk is short of space; the first time the log's end is
+ * seen in segment idx, the log is first asked to keep its segments ahead. */
+static int space_short(tp_env *env, uint64_t idx)
+{
+	uint64_t seen = __atomic_load_n(&env->seg_seen, __ATOMIC_RELAXED);
+	if (idx > seen && __atomic_compare_exchange_n(&env->seg_seen, &seen, idx, 0, __ATOMIC_RELAXED,
+						      __ATOMIC_RELAXED))
+		(void)log_prepare(env->lg, TP_LOG_SEGS);
+	return buf_space_short(env->bp) || log_space_short(env->lg);
+}
+
 /* Whether a checkpoint is due: enough log, or (unless bytes_only) enough
  * time and some log, since the last (read without ckpt_mu, which a
  * checkpoint holds long). */
@@ -426,6 +465,9 @@ static int ckpt_due(tp_env *env, int bytes_only)
 {
 	uint64_t end = log_end(env->lg), last = __atomic_load_n(&env->ckpt_end, __ATOMIC_RELAXED);
 	if (end - last >= env->opt.ckpt_log_bytes)
+		return 1;
+	uint64_t seg = store_sb(env->st)->seg_size;
+	if (end / seg > last / seg && space_short(env, end / seg) && log_start(env->lg) / seg < end / seg) /* E1 */
 		return 1;
 	uint64_t at = __atomic_load_n(&env->ckpt_ns, __ATOMIC_RELAXED);
 	return !bytes_only && env->opt.ckpt_ms && end != last &&
@@ -526,7 +568,14 @@ int tp_commit_held(tp_txn *t, const void *keep, size_t kplen, void (*held)(void 
 	return rc;
 }
 
-int tp_abort(tp_txn *t) { return txn_abort(t->t); }
+int tp_abort(tp_txn *t)
+{
+	tp_env *env = t->env;
+	int rc = txn_abort(t->t);
+	if (!rc)
+		maybe_checkpoint(env); /* E1 */
+	return rc;
+}
 
 uint64_t tp_txn_id(const tp_txn *t) { return txn_id(t->t); }
 

@@ -31,6 +31,7 @@ struct tp_env {
 	uint64_t ckpt_end;        /* log end after the last checkpoint (also read
 				     atomically, without ckpt_mu) */
 	uint64_t ckpt_ns;         /* when it was taken (likewise) */
+	uint64_t seg_seen;        /* atomic: the log segment its end was last seen in (E1) */
 	uint64_t ckpts, ckpts_bg; /* under bg_mu (statistics need not wait for a checkpoint) */
 	/* opt.background: the checkpoint thread and what wakes it */
 	pthread_t bg;
@@ -40,7 +41,7 @@ struct tp_env {
 	int bg_kick, bg_stop;
 	int bg_kicked;            /* atomic: a kick is pending (commits skip bg_mu) */
 	rec_result rec;
-	int recovered;          /* this open found work for recovery (E1) */
+	int recovered;          /* this open found work for recovery (E2) */
 };
 
 struct tp_txn {

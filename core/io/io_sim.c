@@ -52,6 +52,13 @@
  * count already passed never fires.  A sync that crashes is counted; the
  * sync count includes syncs that a fault then fails.
  *
+ * A full disk (iosim_disk_full): while it is set, a pwrite that would make
+ * a file longer than it is (its size as sim_size gives it) and a truncate
+ * that would grow one fail with ENOSPC, and change nothing; writes inside a
+ * file's size go on, as on a file system with no free block left, where
+ * only blocks a file holds already can be written.  The call is counted as
+ * usual; the full disk is not an injected fault (iosim_faults).
+ *
  * iosim_uninstall restores POSIX and applies every pending write (a clean
  * shutdown: the page cache reaches the disk); files still open keep their
  * sim_file and keep working through this backend until io_close.
@@ -142,6 +149,7 @@ static struct {
 	enum iosim_fault fault_kind;
 	int fault_sticky;
 	enum sim_op fault_op;      /* kind of call K, once it happened; else 0 */
+	int full;                  /* iosim_disk_full: no file may grow */
 	sim_point points[SIM_MAX_POINTS];
 	unsigned npoints;
 } sim = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -513,6 +521,15 @@ static int sim_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t
 		rc = EFBIG;
 		goto out;
 	}
+	if (sim.full) { /* a full disk: no new blocks */
+		uint64_t size;
+		if ((rc = sim_size_locked(sf, &size)) != 0)
+			goto out;
+		if (off + len > size) {
+			rc = ENOSPC;
+			goto out;
+		}
+	}
 	if (shorten)
 		len = sim_shorten(len);
 	if ((w = malloc(sizeof *w + len)) == NULL) {
@@ -581,6 +598,15 @@ static int sim_truncate(void *h, uint64_t size)
 	if (size > (uint64_t)INT64_MAX) {
 		rc = EFBIG;
 		goto out;
+	}
+	if (sim.full) { /* a full disk: a file may shrink, not grow */
+		uint64_t cur;
+		if ((rc = sim_size_locked(sf, &cur)) != 0)
+			goto out;
+		if (size > cur) {
+			rc = ENOSPC;
+			goto out;
+		}
 	}
 	do
 		rc = ftruncate(sf->sf_fd, (off_t)size) < 0 ? errno : 0;
@@ -662,6 +688,7 @@ static void sim_reset_locked(void)
 	sim.fault_kind = 0;
 	sim.fault_sticky = 0;
 	sim.fault_op = 0;
+	sim.full = 0;
 	for (unsigned i = 0; i < sim.npoints; i++)
 		free(sim.points[i].sp_name);
 	sim.npoints = 0;
@@ -754,6 +781,13 @@ void iosim_fault_at(uint64_t call, enum iosim_fault kind, int sticky)
 	sim.fault_kind = call != 0 ? kind : 0;
 	sim.fault_sticky = call != 0 && sticky;
 	sim.fault_op = 0;
+	sim_unlock();
+}
+
+void iosim_disk_full(int full)
+{
+	sim_lock();
+	sim.full = full != 0;
 	sim_unlock();
 }
 

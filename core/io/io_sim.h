@@ -54,6 +54,10 @@ uint64_t iosim_point_hits(const char *name);
 /* Fault at data call number call (1-based); sticky: every later call of the
  * same class fails too (a full disk stays full).  0 disarms. */
 void iosim_fault_at(uint64_t call, enum iosim_fault kind, int sticky);
+/* A full disk (1) or not (0): while full, no file grows -- a pwrite past a
+ * file's end and a truncate to a larger size fail with ENOSPC, writes
+ * inside a file's size succeed (see io_sim.c).  Reset by install. */
+void iosim_disk_full(int full);
 /* How many faults were injected so far. */
 uint64_t iosim_faults(void);
 

@@ -132,7 +132,7 @@
  *       in the page cache only, after a crash of the process alone), then
  *       writes the mark: the log's durable point is its end from then on.
  *   L17 A read-only log never writes a file: records appended to it (the
- *       CLRs of a recovery done in memory, tp.c E-) stay in the buffer,
+ *       CLRs of a recovery done in memory, tp.c E2) stay in the buffer,
  *       which grows instead of being written, and a flush only moves the
  *       durable point in memory.
  *   L18 No record enters a segment before the segment's name is durable:
@@ -234,6 +234,7 @@ struct log_mgr {
 	uint64_t mark_lsn;    /* L14: the LSN it was last written with (the flusher's) */
 	int mark_failed;      /* L14: a write of it failed (said once; it then only lags) */
 	char *damage;         /* L15: cfg->inspect: the damage the open found, or NULL */
+	int short_space;      /* atomic: the last seg_make failed with ENOSPC */
 	int (*barrier)(void *); /* L10; set before use, then read only */
 	void *barrier_ctx;
 	segf files[NSEGF];
@@ -439,10 +440,13 @@ static int seg_make(log_mgr *lg, uint64_t idx)
 	if (idx > lg->named)
 		lg->named = idx; /* L18: its directory was just synced */
 	lg->st.segs_made++;
+	__atomic_store_n(&lg->short_space, 0, __ATOMIC_RELAXED);
 	return 0;
 err:
 	if (f)
 		io_close(f);
+	if (rc == ENOSPC)
+		__atomic_store_n(&lg->short_space, 1, __ATOMIC_RELAXED);
 	return util_err(rc, "%s: cannot create log segment: %s", path, strerror(rc));
 }
 
@@ -1500,12 +1504,17 @@ static int mark_settle(log_mgr *lg, uint64_t mark, uint64_t end)
 		if ((rc = seg_sync(lg, k)) != 0)
 			return rc;
 	mark_path(lg, path, sizeof path);
-	if (!lg->mark) {
-		if ((rc = io_open(path, IO_CREATE, &lg->mark)) != 0)
-			return util_err(rc, "%s: cannot create the log's durable mark: %s", path, strerror(rc));
+	/* the mark is advisory (a missing or older one claims less, L14): a
+	 * store on a full disk opens without one rather than not at all */
+	if ((!lg->mark && (rc = io_open(path, IO_CREATE, &lg->mark)) != 0) ||
+	    (rc = mark_put(lg, lg->mark, end)) != 0 || (rc = io_sync(lg->mark)) != 0) {
+		if (!lg->quiet)
+			fprintf(stderr, "tpfs: %s: cannot write the log's durable mark (%s): damage at the end of the "
+					"log may be taken for a torn tail after a crash\n",
+				path, strerror(rc));
+		lg->mark_failed = 1;
+		return 0;
 	}
-	if ((rc = mark_put(lg, lg->mark, end)) != 0 || (rc = io_sync(lg->mark)) != 0)
-		return util_err(rc, "%s: cannot write the log's durable mark: %s", path, strerror(rc));
 	lg->mark_lsn = end;
 	return 0;
 }
@@ -1786,3 +1795,25 @@ out:
 		util_err(rc, "log %s: recycling old segments failed: %s", lg->dir, util_errmsg()); /* its cause */
 	return rc;
 }
+
+/* ---- a full disk ---- */
+
+int log_prepare(log_mgr *lg, uint32_t n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&lg->mu);
+	if (lg->readonly || lg->panic) {
+		pthread_mutex_unlock(&lg->mu);
+		return 0;
+	}
+	for (uint64_t i = lg->end / lg->seg; i < lg->end / lg->seg + n && !rc; i++) {
+		char path[4096];
+		seg_name(lg, i, path, sizeof path);
+		if ((rc = io_exists(path, NULL)) == ENOENT) /* L13: under mu, where no file is */
+			rc = seg_make(lg, i);
+	}
+	pthread_mutex_unlock(&lg->mu);
+	return rc;
+}
+
+int log_space_short(log_mgr *lg) { return __atomic_load_n(&lg->short_space, __ATOMIC_RELAXED); }

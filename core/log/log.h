@@ -116,6 +116,14 @@ uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
 uint64_t log_oldest(log_mgr *lg);
 /* Recycles the segments wholly below keep (they must be unneeded). */
 int log_truncate(log_mgr *lg, uint64_t keep);
+/* A full disk: makes the segment the end is in and the n - 1 after it
+ * where they are missing (ENOSPC: those made stay).  With three, a
+ * checkpoint taken once the end enters the second frees the first for
+ * reuse before ordinary appends run out of room (L8). */
+int log_prepare(log_mgr *lg, uint32_t n);
+/* Whether the last segment the log tried to make could not be made for
+ * lack of disk space (cleared when one is made). */
+int log_space_short(log_mgr *lg);
 
 /* Panic: the first failed write or sync of the log or of a page makes the
  * state on disk unknown; every later append, flush or page write fails with

@@ -370,17 +370,23 @@ static int upd(txn *t, txn_mgr *tm, buf_page *pg, uint16_t op, const void *args,
 }
 
 /* Takes a free page in its bitmap (logged in t, or unlogged): first fit,
- * or next fit for ordered data. */
+ * or next fit for ordered data.  The page gets its disk space before its
+ * allocation is logged (B14): a full disk fails here with nothing logged.
+ * Ordered data on a full disk first waits for the pages freed by commits
+ * not yet durable (T9): space freed by a removal is writable at once. */
 static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 {
 	buf_pool *bp = txn_mgr_pool(tm);
 	uint32_t ps = buf_page_size(bp);
 	uint64_t g = op_group_pages(ps);
+	int rollback = t && txn_rolling_back(t);
+	int retried = 0, flushed;
 	unsigned char arg[4];
 	buf_page *pg;
 	uint32_t bit;
 	int rc;
 
+again:
 	for (uint64_t grp = txn_alloc_hint(tm);; grp++) {
 		uint64_t bm = 1 + grp * g;
 		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
@@ -391,6 +397,20 @@ static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 			buf_put(bp, pg);
 			txn_alloc_full(tm, grp);
 			continue;
+		}
+		if ((rc = buf_reserve(bp, bm + bit + 1, rollback)) != 0) { /* B14 */
+			buf_put(bp, pg);
+			if (rc == ENOSPC && ordered && !retried) {
+				/* next fit ran into the end of the file's space:
+				 * once more from the first page, with the pages
+				 * freed by commits not yet durable free too (T9) */
+				retried = 1;
+				txn_alloc_set_rover(tm, 0);
+				if ((rc = txn_limbo_flush(tm, &flushed)) != 0)
+					return rc;
+				goto again;
+			}
+			return rc;
 		}
 		util_put32(arg, bit);
 		rc = upd(t, tm, pg, OP_PAGE_ALLOC, arg, 4);
@@ -410,9 +430,7 @@ static int page_alloc(txn *t, txn_mgr *tm, uint16_t type, uint64_t *pgno)
 	unsigned char arg[2];
 	buf_page *pg;
 	int rc;
-	/* disk space for the page now, so that a full disk fails this
-	 * allocation (and its transaction) rather than a later write-back */
-	if ((rc = alloc_bit(t, tm, 0, pgno)) != 0 || (rc = buf_reserve(bp, *pgno + 1)) != 0)
+	if ((rc = alloc_bit(t, tm, 0, pgno)) != 0)
 		return rc;
 	/* the new page's old contents do not matter: it is rebuilt whole */
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD, &pg)) != 0)
@@ -429,7 +447,7 @@ int op_page_alloc_ordered(txn *t, uint16_t type, uint32_t fill, uint64_t *pgno, 
 	buf_pool *bp = txn_mgr_pool(tm);
 	buf_page *pg;
 	int rc;
-	if ((rc = alloc_bit(t, tm, 1, pgno)) != 0 || (rc = buf_reserve(bp, *pgno + 1)) != 0)
+	if ((rc = alloc_bit(t, tm, 1, pgno)) != 0)
 		return rc;
 	if ((rc = buf_get(bp, *pgno, BUF_X | BUF_NOREAD | BUF_ONCE, &pg)) != 0)
 		return rc;

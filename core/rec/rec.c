@@ -30,6 +30,21 @@
  *       LSN (taken before the snapshot); analysis scans from scan_from, so
  *       records racing with the snapshot are seen either way, and applying
  *       a record twice to the tables is harmless.
+ *   R6  Recovery needs no new disk space for pages: every page a record
+ *       names was given its space before the record was logged (buf.c,
+ *       B14), and redo starts only once the page file holds every page
+ *       analysis found named (a power cut may have lost the file's growth:
+ *       then recovery asks for it first, and refuses cleanly if the disk
+ *       cannot give it, before it writes anything).  The checkpoint that
+ *       ends recovery and the one of a clean close log into the log's
+ *       spare segment (L8) and write back only such pages.
+ *   R7  Undo hands out pages as normal processing does: each loser is
+ *       adopted with the pages it freed that its rollback will take back
+ *       (T5) before any is rolled back, so a split inside a logical undo
+ *       takes a free page of the file -- one of those kept for rollbacks
+ *       (B14) on a full disk -- and needs no new disk space.  (A floor
+ *       above every page the file held sent such splits past the end of
+ *       the file: on a full disk the mount failed in recovery.)
  */
 #include "rec.h"
 
@@ -47,6 +62,7 @@
 
 typedef struct atx {
 	uint64_t txid, first, last, undo_next;
+	txn *t; /* the loser adopted for undo */
 } atx;
 
 typedef struct dpt {
@@ -296,6 +312,18 @@ static int ckpt_read(log_mgr *lg, uint64_t lsn, analysis *a)
 	return 0;
 }
 
+int rec_ckpt_quiet(log_mgr *lg, uint64_t ckpt_lsn)
+{
+	log_rec r;
+	void *buf;
+	if (log_read(lg, ckpt_lsn, &r, &buf) != 0)
+		return 0;
+	int quiet = r.type == OP_CKPT && r.len >= 32 && util_get32((const unsigned char *)r.data + 24) == 0 &&
+		    util_get32((const unsigned char *)r.data + 28) == 0;
+	free(buf);
+	return quiet;
+}
+
 static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 {
 	log_scan *s;
@@ -403,6 +431,35 @@ static int redo(log_mgr *lg, buf_pool *bp, analysis *a, rec_result *res)
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
+/* R7: the pages loser t freed that its rollback will mark allocated again
+ * -- its PAGE_FREE records on the path rollback takes from undo_next (a
+ * CLR leads to its undo_next) -- are held from allocation until it ends
+ * (T5), as they were before the crash. */
+static int loser_frees(log_mgr *lg, txn *t, uint64_t undo_next)
+{
+	uint64_t lsn = undo_next;
+	while (lsn) {
+		log_rec r;
+		void *buf;
+		int rc = log_read(lg, lsn, &r, &buf);
+		if (rc)
+			return util_err(rc, "recovery: record at LSN %" PRIu64 " of a transaction to roll back is "
+					    "unreadable: %s",
+					lsn, util_errmsg());
+		if (r.flags & LOG_CLR) {
+			lsn = r.undo_next;
+		} else {
+			if (r.type == OP_PAGE_FREE && r.len == 4 && r.pgno != LOG_NOPAGE)
+				rc = txn_note_free(t, r.pgno + util_get32(r.data));
+			lsn = r.prev_lsn;
+		}
+		free(buf);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static int cmp_last_desc(const void *x, const void *y)
 {
 	const atx *a = x, *b = y;
@@ -421,27 +478,34 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 		goto out;
 	if ((rc = txn_mgr_open(lg, bp, a.next_txid, &tm)) != 0)
 		goto out;
+	/* R6: every page redo may write back has its disk space before redo */
+	if (a.max_pgno && (rc = buf_reserve(bp, a.max_pgno + 1, 1)) != 0) {
+		rc = util_err(rc, "recovery: %s; redo would write page %" PRIu64 " (make room on the disk)",
+			      util_errmsg(), a.max_pgno);
+		goto out;
+	}
 	if ((rc = redo(lg, bp, &a, res)) != 0)
 		goto out;
-	/* undo: newest loser first; T5 without the losers' lists of freed pages */
-	uint64_t pages;
-	if ((rc = buf_file_pages(bp, &pages)) != 0)
-		goto out;
-	txn_set_alloc_floor(tm, pages > a.max_pgno ? pages : a.max_pgno + 1);
+	/* undo: newest loser first, every loser adopted with the pages it
+	 * freed first (R7) */
 	if (a.ntx)
 		qsort(a.tx, a.ntx, sizeof *a.tx, cmp_last_desc);
+	for (size_t i = 0; i < a.ntx; i++) {
+		if ((rc = txn_adopt(tm, a.tx[i].txid, a.tx[i].first, a.tx[i].last, a.tx[i].undo_next, &a.tx[i].t)) != 0)
+			goto out;
+		if ((rc = loser_frees(lg, a.tx[i].t, a.tx[i].undo_next)) != 0)
+			goto out;
+	}
 	log_stats before, after;
 	log_stats_get(lg, &before);
 	for (size_t i = 0; i < a.ntx; i++) {
-		txn *t;
-		if ((rc = txn_adopt(tm, a.tx[i].txid, a.tx[i].first, a.tx[i].last, a.tx[i].undo_next, &t)) != 0)
-			goto out;
+		txn *t = a.tx[i].t;
+		a.tx[i].t = NULL; /* ended by txn_abort, whatever it returns */
 		if ((rc = txn_abort(t)) != 0)
 			goto out;
 		res->losers++;
 	}
 	log_stats_get(lg, &after);
-	txn_set_alloc_floor(tm, 0);
 	res->undone = after.records - before.records - res->losers;
 	if ((rc = log_flush(lg, log_end(lg))) != 0)
 		goto out;

@@ -31,6 +31,12 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tm, rec_
  * *ckpt_lsn is the new checkpoint's LSN. */
 int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn);
 
+/* Whether the checkpoint at ckpt_lsn left recovery nothing to do by
+ * itself: it names no open transaction and no dirty page (a clean close's
+ * does; a fuzzy one taken while transactions ran may not, even when no
+ * record follows it).  0 also when it cannot be read. */
+int rec_ckpt_quiet(log_mgr *lg, uint64_t ckpt_lsn);
+
 /* Logs the first checkpoint of a new store (next transaction id 1). */
 int rec_first_checkpoint(log_mgr *lg, uint64_t *ckpt_lsn);
 

@@ -29,9 +29,8 @@
  *       undone by nobody -- an overflow page allocated in no tree.)
  *   T5  A page freed by an open transaction is not reallocated until that
  *       transaction ends (its rollback would mark it allocated again).  The
- *       losers recovery rolls back have no list of the pages they freed, so
- *       while it does, no page below a floor above every page the log or
- *       the file knows is handed out (txn_set_alloc_floor).
+ *       losers recovery rolls back get their lists from the log before any
+ *       is rolled back (rec.c R7).
  *   T7  Early lock release: a committing transaction releases its locks as
  *       soon as its commit record is appended, before the flush (LIBTP's
  *       group commit with Soisalon-Soininen's early release).  Commits are
@@ -162,7 +161,6 @@ struct txn_mgr {
 	int closing;         /* txn_mgr_close: ended transactions are freed */
 	uint64_t commits;    /* atomic */
 	uint64_t aborts;
-	uint64_t alloc_floor;  /* T5 in recovery: pages below are not handed out */
 	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
 	uint64_t alloc_rover;  /* atomic: see txn_alloc_rover */
 	/* T9, under mu: two generations of pages freed by commits, each a set
@@ -971,13 +969,20 @@ int txn_note_free(txn *t, uint64_t pgno)
 	return 0;
 }
 
-void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor)
+int txn_limbo_flush(txn_mgr *tm, int *flushed)
 {
+	uint64_t lsn = 0;
 	pthread_mutex_lock(&tm->mu);
-	tm->alloc_floor = floor;
+	for (int g = 0; g < 2; g++)
+		if (tm->limbo[g].n && tm->limbo[g].lsn > lsn)
+			lsn = tm->limbo[g].lsn;
 	pthread_mutex_unlock(&tm->mu);
-	__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
+	*flushed = lsn != 0;
+	/* T9: once durable past lsn, limbo_age (txn_page_held) frees both */
+	return lsn ? log_flush(tm->lg, lsn) : 0;
 }
+
+int txn_rolling_back(const txn *t) { return t->rolling_back; }
 
 uint64_t txn_alloc_hint(txn_mgr *tm) { return __atomic_load_n(&tm->alloc_hint, __ATOMIC_RELAXED); }
 
@@ -995,9 +1000,7 @@ int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered)
 {
 	int held = 0;
 	pthread_mutex_lock(&tm->mu);
-	if (pgno < tm->alloc_floor)
-		held = 1;
-	if (!held && ordered && limbo_age(tm))
+	if (ordered && limbo_age(tm))
 		for (int g = 0; g < 2 && !held; g++)
 			if (tm->limbo[g].n && tm->limbo[g].set[freed_slot(tm->limbo[g].set, tm->limbo[g].cap, pgno + 1)])
 				held = 1;

@@ -103,12 +103,17 @@ int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn);
  * ordered data those freed by commits not yet durable (T9). */
 int txn_note_free(txn *t, uint64_t pgno);
 int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered);
-/* While set, no page below floor is reallocated (recovery's undo). */
-void txn_set_alloc_floor(txn_mgr *tm, uint64_t floor);
+/* T9 on a full disk: makes the commits whose freed pages wait in the limbo
+ * durable (log_flush), so that ordered data can take those pages at once;
+ * *flushed says whether any waited (then a new search finds them). */
+int txn_limbo_flush(txn_mgr *tm, int *flushed);
+/* Whether t is rolling back (its allocations may take the pages kept for
+ * rollbacks: buf.h, B14). */
+int txn_rolling_back(const txn *t);
 /* The allocation hint: groups of pages below it had no free page when last
  * searched.  txn_alloc_full moves it past a group found full; it goes back
  * to 0 whenever pages may have become free (a transaction that freed pages
- * or rolled back ended, recovery finished). */
+ * or rolled back ended). */
 uint64_t txn_alloc_hint(txn_mgr *tm);
 void txn_alloc_full(txn_mgr *tm, uint64_t group);
 /* Where the next search within a group starts: the page after the last

@@ -36,6 +36,14 @@
  *     with ENOSPC inside tp_page_write, for every position of the record
  *     near the end of a segment; the transaction is then aborted, another
  *     commits, the process crashes: the failed write must not reappear.
+ *     (The store is opened on a full disk, so that the log has not made
+ *     its segments ahead: tp.c E1.)
+ *
+ *   - full_disk_*: a disk that fills up (iosim_disk_full: no file grows):
+ *     allocations fail cleanly until the page file is full, the store
+ *     closes cleanly (or crashes) and opens again with the disk still full,
+ *     small commits go on for many log segments, it frees everything and
+ *     takes as many pages again; three rounds.
  *
  * Environment: TP_FAULT_JOBS (worker processes, default online CPUs <= 8),
  * TP_FAULT_ONLY=scenario:K:kind:sticky reruns one fault point.
@@ -608,7 +616,12 @@ static int append_child(void *arg)
 		}                                                                                                \
 	} while (0)
 	CK(tp_mkfs(a->store, &o) == 0);
+	/* opened while the disk is full, the log keeps only the two segments
+	 * mkfs made (tp.c E1): the append that enters segment 1 makes the
+	 * spare after it, and that is where the fault goes */
+	iosim_disk_full(1);
 	CK(tp_open(a->store, &o, &env) == 0);
+	iosim_disk_full(0);
 	CK(tp_begin(env, &t) == 0 && tp_page_alloc(t, 1, &pa) == 0 && tp_page_alloc(t, 1, &pb) == 0);
 	CK(tp_commit(t, 0) == 0);
 	memset(big, 0x11, sizeof big);
@@ -692,3 +705,207 @@ Test(fault, failed_append_leaves_no_trace, .timeout = 300)
 	wl_shared_free(sh);
 	wl_rmtree(dir);
 }
+
+/* ---- a full disk ---- */
+
+#define FULL_MAX 20000 /* pages the fill may take at most */
+
+/* Allocates and writes pages, each in its own commit, until an allocation
+ * fails: it must be ENOSPC, and abort cleanly.  Returns how many. */
+static unsigned full_fill(tp_env *env, uint64_t *pages, unsigned have, unsigned round)
+{
+	unsigned char z[40];
+	tp_txn *t;
+	uint64_t pg;
+	int rc;
+	for (;;) {
+		cr_assert_lt(have, FULL_MAX, "round %u: %u pages allocated and no ENOSPC: the disk is not full", round,
+			     have);
+		cr_assert_eq(tp_begin(env, &t), 0, "round %u: begin after %u pages: %s", round, have, tp_errmsg());
+		if ((rc = tp_page_alloc(t, 1, &pg)) != 0) {
+			cr_assert_eq(rc, ENOSPC, "round %u: allocation %u failed with %d (%s), not ENOSPC", round, have,
+				     rc, tp_errmsg());
+			cr_assert_eq(tp_abort(t), 0, "round %u: abort after ENOSPC: %s", round, tp_errmsg());
+			return have;
+		}
+		memset(z, (int)(pg & 0xff), sizeof z);
+		cr_assert_eq(tp_page_write(t, pg, 0, z, sizeof z), 0, "round %u: %s", round, tp_errmsg());
+		cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0, "round %u: commit of page %u: %s", round, have,
+			     tp_errmsg());
+		pages[have++] = pg;
+	}
+}
+
+static int full_fill_one(tp_env *env, uint64_t *pages)
+{
+	unsigned char z[40];
+	tp_txn *t;
+	cr_assert_eq(tp_begin(env, &t), 0);
+	cr_assert_eq(tp_page_alloc(t, 1, &pages[0]), 0, "%s", tp_errmsg());
+	memset(z, (int)(pages[0] & 0xff), sizeof z);
+	cr_assert_eq(tp_page_write(t, pages[0], 0, z, sizeof z), 0);
+	return tp_commit(t, 0);
+}
+
+/* Many small commits on the full disk: far more log than its segments
+ * hold, so only checkpoints that free old segments let them go on. */
+static void full_churn(tp_env *env, uint64_t pg, unsigned round)
+{
+	unsigned char big[800];
+	tp_txn *t;
+	memset(big, (int)round, sizeof big);
+	for (unsigned i = 0; i < 1500; i++) {
+		cr_assert_eq(tp_begin(env, &t), 0);
+		int rc = tp_page_write(t, pg, 100, big, sizeof big);
+		if (rc == 0)
+			rc = tp_commit(t, TP_COMMIT_NOSYNC);
+		else
+			(void)tp_abort(t);
+		cr_assert_eq(rc, 0,
+			     "round %u: small commit %u on a full disk failed: %d (%s) -- the log ran out of "
+			     "segments and no checkpoint freed one",
+			     round, i, rc, tp_errmsg());
+	}
+}
+
+static void full_disk_rounds(int crash)
+{
+	char dir[200], store[256];
+	uint64_t *pages = calloc(FULL_MAX, sizeof *pages);
+	tp_options o;
+	tp_env *env;
+	tp_txn *t;
+	unsigned n = 0, first = 0;
+
+	cr_assert_not_null(pages);
+	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
+	snprintf(store, sizeof store, "%s/s", dir);
+	small_options(&o, 64);
+	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
+	iosim_install(11);
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(full_fill_one(env, pages), 0); /* the page file's first growth, a margin ahead */
+	n = 1;
+	iosim_disk_full(1); /* from here on no file of the store grows */
+	for (unsigned round = 1; round <= 3; round++) {
+		n = full_fill(env, pages, n, round);
+		if (round == 1)
+			first = n;
+		cr_assert_gt(n, 0, "round %u: not one page could be allocated", round);
+		cr_assert_geq(n, first, "round %u: %u pages allocated, %u in round 1: freed space was lost", round, n,
+			      first);
+		/* an open transaction that frees a page and allocates: a loser at a crash */
+		cr_assert_eq(tp_begin(env, &t), 0);
+		cr_assert_eq(tp_page_free(t, pages[n - 1]), 0, "%s", tp_errmsg());
+		cr_assert_eq(tp_debug_pinned(env), 0);
+		if (crash) {
+			cr_assert_eq(tp_sync(env), 0, "%s", tp_errmsg()); /* the lazy commits durable */
+			tp_crash_close(env);
+		} else {
+			cr_assert_eq(tp_abort(t), 0, "%s", tp_errmsg());
+			cr_assert_eq(tp_close(env), 0, "round %u: close on a full disk: %s", round, tp_errmsg());
+		}
+		cr_assert_eq(tp_open(store, &o, &env), 0, "round %u: open on a full disk after a %s: %s", round,
+			     crash ? "crash" : "clean close", tp_errmsg());
+		if (!crash)
+			cr_assert(tp_clean(env), "round %u: the close on a full disk left the store needing recovery",
+				  round);
+		for (unsigned i = 0; i < n; i++) { /* every commit is there */
+			unsigned char r[40];
+			cr_assert_eq(tp_page_read(env, pages[i], 0, r, sizeof r), 0, "%s", tp_errmsg());
+			cr_assert_eq(r[0], (unsigned char)(pages[i] & 0xff), "round %u: page %" PRIu64 " lost its data",
+				     round, pages[i]);
+		}
+		full_churn(env, pages[0], round);
+		/* empty it: every page freed in one commit, then taken again at once */
+		cr_assert_eq(tp_begin(env, &t), 0);
+		for (unsigned i = 0; i < n; i++)
+			cr_assert_eq(tp_page_free(t, pages[i]), 0, "round %u: free %u: %s", round, i, tp_errmsg());
+		cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0, "round %u: freeing everything: %s", round,
+			     tp_errmsg());
+		n = 0;
+	}
+	n = full_fill(env, pages, 0, 4);
+	cr_assert_geq(n, first, "after the last round: %u pages, %u in round 1", n, first);
+	cr_assert_eq(tp_close(env), 0, "last close: %s", tp_errmsg());
+	iosim_uninstall();
+	printf("fault: full_disk (%s): %u pages fill the page file in each of 4 rounds\n", crash ? "crash" : "close",
+	       first);
+	free(pages);
+	wl_rmtree(dir);
+}
+
+Test(fault, full_disk_close_reopen_empty_refill, .timeout = 120) { full_disk_rounds(0); }
+
+Test(fault, full_disk_crash_recover_empty_refill, .timeout = 120) { full_disk_rounds(1); }
+
+/* A transaction deletes every key of a tree on a full disk (its leaves
+ * merge, freeing pages), then is rolled back -- by tp_abort, or by recovery
+ * after a crash: putting the keys back splits leaves again, which takes
+ * pages.  On the full disk they must come from the pages kept for
+ * rollbacks and the ones the merges freed (R7, B14), never from new disk
+ * space, or the rollback fails and the store cannot be opened. */
+static void full_disk_rollback(int crash)
+{
+	char dir[200], store[256];
+	uint64_t *pages = calloc(FULL_MAX, sizeof *pages);
+	unsigned char key[8], val[200], r[200];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	tp_txn *t;
+	size_t vl;
+	const unsigned nkeys = 1200;
+
+	cr_assert_not_null(pages);
+	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
+	snprintf(store, sizeof store, "%s/s", dir);
+	small_options(&o, 64);
+	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
+	iosim_install(13);
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE | TP_TREE_U64, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		memcpy(key, &k, 8);
+		memset(val, (int)(k & 0xff), sizeof val);
+		cr_assert_eq(tp_put(t, tr, key, 8, val, sizeof val, 0), 0, "%s", tp_errmsg());
+	}
+	cr_assert_eq(tp_commit(t, 0), 0, "%s", tp_errmsg());
+	iosim_disk_full(1);
+	unsigned n = full_fill(env, pages, 0, 1); /* every page ordinary allocations may take */
+	cr_assert_eq(tp_begin(env, &t), 0);
+	for (uint64_t k = 0; k < nkeys; k++) {
+		memcpy(key, &k, 8);
+		cr_assert_eq(tp_del(t, tr, key, 8), 0, "delete %" PRIu64 " on a full disk: %s", k, tp_errmsg());
+	}
+	if (crash) {
+		cr_assert_eq(tp_sync(env), 0, "%s", tp_errmsg()); /* the deletes durable: recovery undoes them */
+		tp_tree_close(tr);
+		tp_crash_close(env);
+		cr_assert_eq(tp_open(store, &o, &env), 0, "recovery on a full disk, undoing %u deletes: %s", nkeys,
+			     tp_errmsg());
+		cr_assert_eq(tp_tree_open(env, "t", TP_TREE_U64, &tr), 0, "%s", tp_errmsg());
+	} else {
+		cr_assert_eq(tp_abort(t), 0, "rollback of %u deletes on a full disk: %s", nkeys, tp_errmsg());
+	}
+	for (uint64_t k = 0; k < nkeys; k++) { /* every key is back */
+		memcpy(key, &k, 8);
+		cr_assert_eq(tp_get(NULL, tr, key, 8, r, sizeof r, &vl), 0, "key %" PRIu64 ": %s", k, tp_errmsg());
+		cr_assert(vl == sizeof val && r[0] == (unsigned char)(k & 0xff), "key %" PRIu64 " has the wrong value", k);
+	}
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "close: %s", tp_errmsg());
+	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert(tp_clean(env), "the close left the store needing recovery");
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	iosim_uninstall();
+	printf("fault: full_disk rollback (%s): %u keys put back after %u pages filled the disk\n",
+	       crash ? "recovery" : "abort", nkeys, n);
+	free(pages);
+	wl_rmtree(dir);
+}
+
+Test(fault, full_disk_abort_splits, .timeout = 120) { full_disk_rollback(0); }
+
+Test(fault, full_disk_recovery_splits, .timeout = 120) { full_disk_rollback(1); }

@@ -5,7 +5,7 @@
  * administrator accepts the loss with `tpfs recover --discard-after LSN`
  * (a dry run first, then --yes); a genuine torn tail still mounts; and a
  * store that only needs recovery is checked and mounted read-only without
- * a byte of it changing (core/log/log.c L14-L17, core/env/tp.c E1).
+ * a byte of it changing (core/log/log.c L14-L17, core/env/tp.c E2).
  *
  * The crashed store (crashed_store): mkfs -s 1M (1 MiB log segments), 300
  * files of 10 KiB, each with content of its own, an fsync of the mount's

@@ -136,6 +136,32 @@ Test(rec, clean_open_recovers_nothing_and_writes_nothing)
 	su_tree_free(after);
 }
 
+/* A checkpoint taken while a transaction had logged a change, then a
+ * crash with no record after the checkpoint: the store still needs
+ * recovery (undo, and redo from before the checkpoint), so it is not
+ * clean, and a read-only open must not take it for clean. */
+Test(rec, a_fuzzy_checkpoint_last_is_not_clean)
+{
+	tp_env *env = open_env(64);
+	uint64_t p[1];
+	tp_txn *t;
+	make_pages(env, p, 1);
+	cr_assert_eq(tp_checkpoint(env), 0);
+	cr_assert_eq(tp_begin(env, &t), 0);
+	write1(t, p[0], 10, "in flight");
+	cr_assert_eq(tp_checkpoint(env), 0, "%s", tp_errmsg()); /* names t, and the page t dirtied */
+	tp_crash_close(env);
+	tp_options o;
+	su_options(&o, 0, 0, 64);
+	o.readonly = 1;
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert(!tp_clean(env), "a store whose last checkpoint names an open transaction counts as clean");
+	tp_close(env);
+	env = open_env(64);
+	cr_assert(tp_clean(env), "recovery's own checkpoint should leave the store clean");
+	tp_close(env);
+}
+
 Test(rec, recovery_scans_from_the_last_checkpoint)
 {
 	enum { NP = 20, NTX = 300 };
@@ -1043,7 +1069,7 @@ Test(rec, close_frees_the_handles_of_open_transactions)
 }
 #endif
 
-/* ---- E1: a read-only open recovers in memory and writes nothing ---- */
+/* ---- E2: a read-only open recovers in memory and writes nothing ---- */
 
 Test(rec, readonly_open_recovers_in_memory_and_writes_nothing)
 {
