@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -160,13 +161,14 @@ void fsu_teardown(void)
 	wd_fd = -1;
 }
 
-int fsu_check_counts(uint64_t *dirs, uint64_t *others, uint64_t *blocks)
+/* Runs argv with stdout and stderr into a buffer; the exit status.  A
+ * command still running after 20 s (a tpfsd that mounted when it should
+ * have refused) gets SIGTERM, which unmounts it, and fails the test. */
+int fsu_run_capture(const char *const argv[], char *out, size_t cap)
 {
-	const char *tpfs = getenv("TPFS_BIN");
 	int p[2];
-	char out[8192];
 	size_t n = 0;
-	cr_assert_not_null(tpfs, "TPFS_BIN is not set");
+	double deadline = fsu_now() + 20;
 	cr_assert_eq(pipe(p), 0);
 	pid_t pid = fsu_fork();
 	cr_assert_geq(pid, 0);
@@ -175,21 +177,38 @@ int fsu_check_counts(uint64_t *dirs, uint64_t *others, uint64_t *blocks)
 		dup2(p[1], 2);
 		close(p[0]);
 		close(p[1]);
-		execl(tpfs, tpfs, "check", "-v", fsu_m.store, (char *)NULL);
+		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(p[1]);
+	int late = 0;
 	for (;;) {
-		ssize_t r = read(p[0], out + n, sizeof out - 1 - n);
+		struct pollfd pf = {.fd = p[0], .events = POLLIN};
+		if (!late && fsu_now() > deadline) {
+			kill(pid, SIGTERM);
+			late = 1;
+		}
+		if (poll(&pf, 1, 200) == 0)
+			continue;
+		ssize_t r = n < cap - 1 ? read(p[0], out + n, cap - 1 - n) : 0;
 		if (r <= 0)
 			break;
 		n += (size_t)r;
-		if (n == sizeof out - 1)
-			break;
 	}
 	out[n] = 0;
 	close(p[0]);
 	int st = fsu_wait(pid);
+	cr_assert_not(late, "%s was still running after 20 s: %s", argv[0], out);
+	return st;
+}
+
+int fsu_check_counts(uint64_t *dirs, uint64_t *others, uint64_t *blocks)
+{
+	const char *tpfs = getenv("TPFS_BIN");
+	char out[8192];
+	cr_assert_not_null(tpfs, "TPFS_BIN is not set");
+	const char *argv[] = {tpfs, "check", "-v", fsu_m.store, NULL};
+	int st = fsu_run_capture(argv, out, sizeof out);
 	uint64_t d = 0, o = 0, b = 0;
 	const char *s = strstr(out, " directories, ");
 	int found = 0;

@@ -49,6 +49,11 @@ int fsu_check_counts(uint64_t *dirs, uint64_t *others, uint64_t *blocks);
 /* fork() for workers of a test: the child drops the watchdog's pipe, so
  * that the watchdog sees the test process itself die. */
 pid_t fsu_fork(void);
+/* Runs argv (argv[0] a path) with stdout and stderr into out (cap bytes,
+ * NUL-terminated); its exit status.  A command still running after 20 s
+ * (a tpfsd that mounted when it should have refused) gets SIGTERM, which
+ * unmounts it, and fails the test. */
+int fsu_run_capture(const char *const argv[], char *out, size_t cap);
 /* Waits for pid; its exit status, or 128 + signal. */
 int fsu_wait(pid_t pid);
 

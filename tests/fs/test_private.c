@@ -95,47 +95,6 @@ static int u1_opens(char paths[][512], int n)
 	return fsu_wait(pid);
 }
 
-/* Runs argv with stdout and stderr into a buffer; the exit status.  A
- * command still running after 20 s (a tpfsd that mounted when it should
- * have refused) gets SIGTERM, which unmounts it, and fails the test. */
-static int run_capture(const char *const argv[], char *out, size_t cap)
-{
-	int p[2];
-	size_t n = 0;
-	double deadline = fsu_now() + 20;
-	cr_assert_eq(pipe(p), 0);
-	pid_t pid = fsu_fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	close(p[1]);
-	int late = 0;
-	for (;;) {
-		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		if (!late && fsu_now() > deadline) {
-			kill(pid, SIGTERM);
-			late = 1;
-		}
-		if (poll(&pf, 1, 200) == 0)
-			continue;
-		ssize_t r = n < cap - 1 ? read(p[0], out + n, cap - 1 - n) : 0;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	out[n] = 0;
-	close(p[0]);
-	int st = fsu_wait(pid);
-	cr_assert_not(late, "%s was still running after 20 s: %s", argv[0], out);
-	return st;
-}
-
 /* A line of text that holds both a and b. */
 static int has_line(const char *text, const char *a, const char *b)
 {
@@ -187,14 +146,14 @@ Test(private, loose_store_checked_refused_read_only_tightened, .init = setup, .f
 
 	/* tpfs check names every path with its mode, exit 1 */
 	const char *check[] = {tpfs, "check", fsu_m.store, NULL};
-	cr_assert_eq(run_capture(check, out, sizeof out), 1, "tpfs check of a loose store: %s", out);
+	cr_assert_eq(fsu_run_capture(check, out, sizeof out), 1, "tpfs check of a loose store: %s", out);
 	for (int i = 0; i < n; i++)
 		cr_assert(has_line(out, paths[i], i < 2 ? "0755" : "0644"), "check does not name %s: %s", paths[i],
 			  out);
 
 	/* a read-only mount refuses it, naming them, and changes nothing */
 	const char *ro[] = {tpfsd, fsu_m.store, fsu_m.mnt, "-f", "-o", "ro", NULL};
-	cr_assert_neq(run_capture(ro, out, sizeof out), 0, "a read-only mount of a loose store: %s", out);
+	cr_assert_neq(fsu_run_capture(ro, out, sizeof out), 0, "a read-only mount of a loose store: %s", out);
 	cr_assert(strstr(out, "read-only"), "%s", out);
 	for (int i = 0; i < n; i++) {
 		cr_assert(has_line(out, paths[i], i < 2 ? "0755" : "0644"), "ro mount does not name %s: %s", paths[i],

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,21 +231,34 @@ Test(logdump, all_reaches_before_the_log_start)
 	free(all.text);
 }
 
+/* every_type_workload, then a byte at offset at of one record flipped:
+ * the last one as torn by a power cut (which, SIZE_MAX, leaves the mark,
+ * L14, at its start), else (0) the middle one, below the mark: damage.
+ * The records' LSNs go to lsn; their count is returned; seg is the
+ * damaged segment file. */
+static size_t workload_with_damage(uint64_t *lsn, size_t max, size_t which, uint32_t at, char *seg, size_t segn,
+				   char *logdir, size_t logn)
+{
+	static char type[4096][32];
+	every_type_workload();
+	size_t n = scan(lsn, type, max < 4096 ? max : 4096);
+	cr_assert_gt(n, 10);
+	size_t k = which == SIZE_MAX ? n - 1 : n / 2;
+	cr_assert_eq(su_logdir(sdir, logdir, logn), 0);
+	snprintf(seg, segn, "%s/log.%016" PRIx64, logdir, lsn[k] / 65536);
+	if (which == SIZE_MAX)
+		cr_assert_eq(su_raw_mark(logdir, lsn[k]), 0);
+	cr_assert_eq(su_raw_flip(seg, lsn[k] % 65536 + at, 0xff), 0);
+	return n;
+}
+
 /* A torn tail is shown as cut, but not cut on disk: dumping is reading. */
 Test(logdump, torn_tail_is_left_alone)
 {
 	static dump d;
-	every_type_workload();
 	static uint64_t lsn[4096];
-	static char type[4096][32];
-	size_t n = scan(lsn, type, 4096);
 	char seg[256], logdir[200];
-	cr_assert_eq(su_logdir(sdir, logdir, sizeof logdir), 0);
-	snprintf(seg, sizeof seg, "%s/log.%016" PRIx64, logdir, lsn[n - 1] / 65536);
-	/* a power cut while the last record was written: the mark (L14) still
-	 * names what was durable before it */
-	cr_assert_eq(su_raw_mark(logdir, lsn[n - 1]), 0);
-	cr_assert_eq(su_raw_flip(seg, lsn[n - 1] % 65536 + 70, 0xff), 0);
+	size_t n = workload_with_damage(lsn, 4096, SIZE_MAX, 70, seg, sizeof seg, logdir, sizeof logdir);
 	su_tree *before = su_tree_take(sdir);
 	dump_api(&d, 0);
 	cr_assert_eq(d.n, n - 1, "the torn record is not printed");
@@ -263,16 +277,10 @@ Test(logdump, torn_tail_is_left_alone)
 Test(logdump, damage_is_dumped_up_to_it_and_reported)
 {
 	static dump d;
-	every_type_workload();
 	static uint64_t lsn[4096];
-	static char type[4096][32];
-	size_t n = scan(lsn, type, 4096);
-	cr_assert_gt(n, 10);
 	char seg[256], logdir[200];
-	cr_assert_eq(su_logdir(sdir, logdir, sizeof logdir), 0);
+	size_t n = workload_with_damage(lsn, 4096, 0, 12, seg, sizeof seg, logdir, sizeof logdir); /* its LSN field */
 	size_t k = n / 2;
-	snprintf(seg, sizeof seg, "%s/log.%016" PRIx64, logdir, lsn[k] / 65536);
-	cr_assert_eq(su_raw_flip(seg, lsn[k] % 65536 + 12, 0xff), 0); /* its LSN field */
 	su_tree *before = su_tree_take(sdir);
 	FILE *f = open_memstream(&d.text, &d.len);
 	int rc = tp_logdump(sdir, f, 0);
