@@ -51,6 +51,7 @@
 
 #include "fsd_io.h"
 #include "fs.h"
+#include "fs_lock.h"
 #include "fsd_ops.h"
 #include "tp.h"
 
@@ -647,24 +648,13 @@ static void tick_stop(void)
 /* The store and the mount                                                */
 
 /* One daemon per store: a second tpfsd (a repeated mount -a, a second
- * fstab line) would run a second engine on the same files.  An exclusive
- * flock on the store directory, held until exit; taken by the child, which
- * outlives the parent (D2).  (Belongs in tp_open: then drop this.) */
+ * fstab line) would run a second engine on the same files.  The store lock
+ * (fs_lock.h, K1), held until exit; taken by the child, which outlives the
+ * parent (D2).  A daemon still closing the store after an unmount is waited
+ * for (K2).  (Belongs in tp_open: then drop this.) */
 static int lock_store(const char *store)
 {
-	int fd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fsd_log(LOG_ERR, "%s: %s", store, strerror(errno));
-		return -1;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int e = errno;
-		fsd_log(LOG_ERR, "%s: %s", store,
-			e == EWOULDBLOCK ? "in use: another tpfsd serves this store" : strerror(e));
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return fs_lock_store(store, 0, "tpfsd");
 }
 
 /* D5 */

@@ -7,13 +7,17 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fs.h"
+#include "fs_lock.h"
 #include "tp.h"
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 static const char usage[] =
@@ -41,6 +45,9 @@ static const char usage[] =
 	"        fences, links, free space, no page leaked) and the file system (link\n"
 	"        counts, every inode reachable, block ownership, sizes).  Exit 0 when\n"
 	"        clean, 1 when problems were found (each is printed), 2 on usage.\n"
+	"        A mounted store is refused (exit 1), naming the tpfsd serving it\n"
+	"        and where; a tpfsd still closing it after an unmount is waited for\n"
+	"        (at most 120 s, or TPFS_LOCK_WAIT seconds); so is it by recover.\n"
 	"        A store that was not closed cleanly is checked as recovery leaves\n"
 	"        it, recovered in memory: checking never writes to the store.\n"
 	"  recover [--discard-after LSN [--yes]] STORE\n"
@@ -82,6 +89,18 @@ static int fail(const char *what, const char *store, int rc)
 	else
 		fprintf(stderr, "tpfs %s: %s: %s\n", what, store, m);
 	return 1;
+}
+
+/* K1: a store in use is neither checked nor recovered; a daemon still
+ * closing it after an unmount is waited for (fs_lock.h).  The lock's fd,
+ * -2 when store is not a directory (the engine says why), or -1. */
+static int lock(const char *store, int shared, const char *who)
+{
+	char abs[PATH_MAX];
+	struct stat st;
+	if (!realpath(store, abs) || stat(abs, &st) != 0 || !S_ISDIR(st.st_mode))
+		return -2;
+	return fs_lock_store(abs, shared, who);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -211,7 +230,7 @@ static int cmd_demo(int argc, char **argv)
 
 static int cmd_check(int argc, char **argv)
 {
-	int verbose = 0, c, rc;
+	int verbose = 0, c, rc, fd;
 	while ((c = getopt(argc, argv, "hv")) != -1) {
 		switch (c) {
 		case 'v': verbose = 1; break;
@@ -223,11 +242,17 @@ static int cmd_check(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if ((fd = lock(argv[optind], 1, "tpfs check")) == -1)
+		return 1;
 	rc = fs_check(argv[optind], stderr, verbose);
+	if (fd >= 0)
+		close(fd);
 	if (rc == 0 && !verbose)
 		printf("tpfs check: %s: clean\n", argv[optind]);
 	return rc == 0 ? 0 : 1;
 }
+
+static int recover(const char *store, uint64_t lsn, int yes);
 
 static int cmd_recover(int argc, char **argv)
 {
@@ -237,9 +262,6 @@ static int cmd_recover(int argc, char **argv)
 					   {NULL, 0, NULL, 0}};
 	uint64_t lsn = 0;
 	int yes = 0, c, rc;
-	tp_options o;
-	tp_env *env;
-	tp_stats st;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
@@ -258,6 +280,21 @@ static int cmd_recover(int argc, char **argv)
 		return 2;
 	}
 	const char *store = argv[optind];
+	int fd = lock(store, !(lsn && !yes), "tpfs recover");
+	if (fd == -1)
+		return 1;
+	rc = recover(store, lsn, yes);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int recover(const char *store, uint64_t lsn, int yes)
+{
+	tp_options o;
+	tp_env *env;
+	tp_stats st;
+	int rc;
 	tp_options_init(&o);
 	o.quiet = 1;
 	o.discard_after = lsn;
