@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <dirent.h>
 #include <limits.h>
 #include <unistd.h>
 #include <inttypes.h>
@@ -27,9 +28,9 @@ static const char usage[] =
 	"log and a superblock.\n"
 	"\n"
 	"Commands:\n"
-	"  mkfs [-p PAGE_SIZE] [-s SEGMENT_SIZE] [-l LOGDIR] STORE\n"
+	"  mkfs [-f] [-p PAGE_SIZE] [-s SEGMENT_SIZE] [-l LOGDIR] STORE\n"
 	"        Create an empty store in STORE (created if missing; must not hold a\n"
-	"        store already).  PAGE_SIZE: a power of two from 1024 to 65536\n"
+	"        store already, nor anything else unless -f, --force).  PAGE_SIZE: a power of two from 1024 to 65536\n"
 	"        (default 4096).  SEGMENT_SIZE: log segment bytes, a multiple of 4096,\n"
 	"        at least 64 KiB (default 16 MiB; suffixes K, M, G).  LOGDIR: keep the\n"
 	"        log in another directory, for example on another device.\n"
@@ -121,14 +122,41 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Issue 25, 8: a store made into a directory of the user's files would mix
+ * with them.  1 when dir exists, is a directory and holds anything (a
+ * store already there is for tp_mkfs to refuse). */
+static int nonempty_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	if (!d)
+		return 0;
+	while (!n && (e = readdir(d)))
+		n = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+/* A store is there already (its superblock): tp_mkfs refuses it, naming it. */
+static int is_store(const char *dir)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/super", dir);
+	return access(p, F_OK) == 0;
+}
+
 static int cmd_mkfs(int argc, char **argv)
 {
+	static const struct option lo[] = {{"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'},
+					   {NULL, 0, NULL, 0}};
 	tp_options o;
 	uint64_t v;
-	int c, rc;
+	int c, rc, force = 0;
 	tp_options_init(&o);
-	while ((c = getopt(argc, argv, "hp:s:l:")) != -1) {
+	while ((c = getopt_long(argc, argv, "hfp:s:l:", lo, NULL)) != -1) {
 		switch (c) {
+		case 'f': force = 1; break;
 		case 'p':
 			if (parse_size(optarg, &v) || v > 65536) {
 				fprintf(stderr, "tpfs mkfs: bad page size '%s'\n", optarg);
@@ -151,6 +179,11 @@ static int cmd_mkfs(int argc, char **argv)
 	if (optind != argc - 1) {
 		fputs(usage, stderr);
 		return 2;
+	}
+	if (!force && nonempty_dir(argv[optind]) && !is_store(argv[optind])) {
+		fprintf(stderr, "tpfs mkfs: %s: a directory that is not empty; a store made there would mix with its "
+			"files (use --force to make it there anyway)\n", argv[optind]);
+		return 1;
 	}
 	if ((rc = tp_mkfs(argv[optind], &o)) != 0)
 		return fail("mkfs", argv[optind], rc);
