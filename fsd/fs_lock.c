@@ -13,6 +13,9 @@
  * K3  The mount table is read from /proc/self/mountinfo, never by a stat
  *     of a mount point: a dead mount answers ENOTCONN (or a stale cached
  *     attribute), a hung one never answers.
+ * K4  A holder that was killed but cannot exit (stuck in the kernel on its
+ *     own dead mount) is not serving: its FUSE connection is aborted, once,
+ *     and it is waited for.
  */
 #include "fs_lock.h"
 
@@ -150,6 +153,48 @@ int fs_lock_holder(const char *store, char *comm, size_t size)
 	return pid;
 }
 
+/* The holder was killed but has not exited: SIGKILL pending for its
+ * thread group, or its leader a zombie while another thread lives on. */
+static int dying(int pid)
+{
+	char path[64], line[256];
+	int d = 0;
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/status", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (!d && fgets(line, sizeof line, f)) {
+		unsigned long long mask;
+		if (!strncmp(line, "State:", 6))
+			d = strchr(line, 'Z') != NULL;
+		else if (sscanf(line, "ShdPnd: %llx", &mask) == 1)
+			d = (mask >> (9 - 1)) & 1; /* SIGKILL */
+	}
+	fclose(f);
+	return d;
+}
+
+/* K4: a killed daemon can stay stuck in the kernel for ever (a thread of
+ * it waits for a directory lock held by a request the dead daemon will
+ * never answer; README), holding the store lock.  Aborting its FUSE
+ * connection ends that request and lets it exit.  Root only; best
+ * effort. */
+static void abort_connection(const char *mnt, const char *who, const char *store, int pid)
+{
+	char type[256], src[PATH_MAX], path[64];
+	long conn;
+	if (!fs_mount_at(mnt, type, sizeof type, src, sizeof src, &conn) || conn < 0 || strcmp(src, store))
+		return;
+	snprintf(path, sizeof path, "/sys/fs/fuse/connections/%ld/abort", conn);
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return;
+	fputs("1", f);
+	fclose(f);
+	fprintf(stderr, "%s: %s: tpfsd (pid %d) was killed but is stuck in the kernel: aborted the FUSE "
+		"connection %ld of its mount on %s\n", who, store, pid, conn, mnt);
+}
+
 static double now_s(void)
 {
 	struct timespec t;
@@ -162,7 +207,7 @@ int fs_lock_store(const char *store, int shared, const char *who)
 	const char *w = getenv("TPFS_LOCK_WAIT");
 	unsigned bound = w && *w ? (unsigned)strtoul(w, NULL, 10) : FS_LOCK_WAIT_S;
 	char comm[64] = "another process", mnt[PATH_MAX];
-	int fd, e, said = 0, pid = 0;
+	int fd, e, said = 0, pid = 0, aborted = 0;
 	double t0 = now_s();
 	if ((fd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "%s: %s: %s\n", who, store, strerror(errno));
@@ -187,7 +232,16 @@ int fs_lock_store(const char *store, int shared, const char *who)
 		} else if (!pid) {
 			snprintf(comm, sizeof comm, "another process");
 		}
-		if (fs_mounted_on(store, mnt, sizeof mnt)) { /* K2 */
+		int mounted = fs_mounted_on(store, mnt, sizeof mnt);
+		if (mounted && pid && dying(pid)) { /* K4 */
+			if (!aborted)
+				abort_connection(mnt, who, store, pid);
+			aborted = 1;
+			mounted = 0;
+		}
+		/* a process other than tpfsd (a check) holding it is waited for,
+		 * even while a dead mount of the store is left somewhere */
+		if (mounted && (!pid || !strcmp(comm, "tpfsd"))) { /* K2 */
 			if (pid)
 				fprintf(stderr, "%s: %s: in use by %s (pid %d), mounted on %s\n", who, store, comm, pid,
 					mnt);
@@ -201,8 +255,9 @@ int fs_lock_store(const char *store, int shared, const char *who)
 			break;
 		}
 		if (!said && pid) {
-			fprintf(stderr, "%s: %s: waiting for %s (pid %d), which holds the store (closing it after an "
-				"unmount?), to let go of it (at most %u s)\n", who, store, comm, pid, bound);
+			fprintf(stderr, "%s: %s: waiting for %s (pid %d), which holds the store%s, to let go of it (at "
+				"most %u s)\n", who, store, comm, pid,
+				strcmp(comm, "tpfsd") ? "" : " (closing it after an unmount)", bound);
 			said = 1;
 		}
 		usleep(20000);

@@ -6,6 +6,11 @@
  *       then three rounds of `fusermount3 -u M && tpfs check S` (the last
  *       with `umount M`) and `... && tpfsd S M`: each command exits 0 at
  *       once, the check says "clean" and never "not closed cleanly".
+ *   lock_wait_bounded  (3) a process (the test's child) holds the store's
+ *       lock and mounts nothing: with TPFS_LOCK_WAIT=1, `tpfs check S` and
+ *       `tpfsd S M` say they wait for it (naming its pid), then exit 1
+ *       saying it still holds the store; without the bound, a check started
+ *       while it holds the lock waits, and passes once it lets go.
  *   check_mounted_refused  (4) `tpfs check S` and `tpfs recover S` of a
  *       mounted store exit 1 saying it is in use, naming the daemon's pid
  *       and the mount point; the mount still works.
@@ -33,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -333,4 +339,50 @@ Test(lifecycle, mkfs_nonempty_refused, .timeout = 60)
 	rc = sh(out, sizeof out, "'%s' mkfs '%s'", tpfs, d);
 	cr_assert(rc == 0, "mkfs into an empty directory exited %d:\n%s", rc, out);
 	rc = sh(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+Test(lifecycle, lock_wait_bounded, .timeout = 120)
+{
+	const char *tpfs = env("TPFS_BIN"), *tpfsd = env("TPFSD");
+	char out[OUT_MAX], pid[32];
+	int rc, p[2];
+	cr_assert(tfs_start(&g_m, NULL, NULL) == 0);
+	cr_assert(tfs_stop(&g_m) == 0);
+	cr_assert(pipe(p) == 0);
+	if ((g_extra = fork()) == 0) {
+		int fd = open(g_m.store, O_RDONLY | O_DIRECTORY);
+		if (fd < 0 || flock(fd, LOCK_EX) != 0)
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	cr_assert(g_extra > 0 && read(p[0], out, 1) == 1, "the lock holder did not start");
+	snprintf(pid, sizeof pid, "pid %d", (int)g_extra);
+	rc = sh(out, sizeof out, "TPFS_LOCK_WAIT=1 '%s' check '%s'", tpfs, g_m.store);
+	cr_assert(rc == 1, "tpfs check of a store held by %s exited %d:\n%s", pid, rc, out);
+	cr_assert(strstr(out, "waiting for") && strstr(out, "still in use") && strstr(out, pid),
+		  "tpfs check did not say whom it waited for:\n%s", out);
+	rc = sh(out, sizeof out, "TPFS_LOCK_WAIT=1 '%s' '%s' '%s' -f", tpfsd, g_m.store, g_m.mnt);
+	cr_assert(rc == 1, "tpfsd of a store held by %s exited %d:\n%s", pid, rc, out);
+	cr_assert(strstr(out, "waiting for") && strstr(out, "still in use") && strstr(out, pid),
+		  "tpfsd did not say whom it waited for:\n%s", out);
+	cr_assert(mounts_on(g_m.mnt) == 0, "tpfsd mounted %s anyway", g_m.mnt);
+	/* the holder lets go after a second: a check waiting for it passes */
+	pid_t holder = g_extra;
+	if (fork() == 0) {
+		usleep(1000000);
+		kill(holder, SIGKILL);
+		_exit(0);
+	}
+	rc = sh(out, sizeof out, "'%s' check '%s'", tpfs, g_m.store);
+	waitpid(holder, NULL, 0);
+	g_extra = 0;
+	while (wait(NULL) > 0)
+		;
+	cr_assert(rc == 0 && strstr(out, "waiting for") && strstr(out, ": clean"),
+		  "tpfs check waiting for the lock exited %d:\n%s", rc, out);
+	tfs_cleanup(&g_m);
+	memset(&g_m, 0, sizeof g_m);
 }
