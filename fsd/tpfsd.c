@@ -21,6 +21,10 @@
  *     anything of it is open to group or others (tp_private; each path is
  *     logged with its old and new mode).  A read-only mount changes
  *     nothing, so it refuses such a store, naming each path.
+ * D6  The mount point is looked at in the mount table, after the store
+ *     lock is held and before the store is opened (clear_mountpoint): a
+ *     dead mount of the same store, left by a crash, is detached; a live
+ *     tpfs mount of another store is refused; nothing is stacked on them.
  * Shutdown: fusermount3 -u (or umount) ends the session loop; SIGTERM,
  * SIGINT and SIGHUP end it through libfuse's handlers.  Then the kernel
  * mount goes, the tick thread stops, and fs_unmount flushes the log and
@@ -40,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -51,6 +56,7 @@
 
 #include "fsd_io.h"
 #include "fs.h"
+#include "fs_lock.h"
 #include "fsd_ops.h"
 #include "tp.h"
 
@@ -440,6 +446,37 @@ static int parse_args(conf *c, int argc, char **argv)
 	return 0;
 }
 
+static int resolve_logdir(conf *c);
+
+/* The mount point answers ENOTCONN: a dead FUSE mount (D6).  Its absolute
+ * path is its parent's and its name, found without touching it. */
+static int dead_mountpoint(conf *c)
+{
+	char dir[PATH_MAX], abs[PATH_MAX];
+	size_t n = strlen(c->mnt);
+	if (n == 0 || n >= sizeof dir)
+		return -1;
+	memcpy(dir, c->mnt, n + 1);
+	while (n > 1 && dir[n - 1] == '/')
+		dir[--n] = 0;
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (!strcmp(base, ".") || !strcmp(base, "..") || !*base)
+		return -1;
+	if (slash == dir)
+		snprintf(abs, sizeof abs, "/");
+	else if (slash) {
+		*slash = 0;
+		if (!realpath(dir, abs))
+			return -1;
+	} else if (!getcwd(abs, sizeof abs))
+		return -1;
+	if ((size_t)snprintf(c->mnt_abs, sizeof c->mnt_abs, "%s%s%s", abs, strcmp(abs, "/") ? "/" : "", base) >=
+	    sizeof c->mnt_abs)
+		return -1;
+	return 0;
+}
+
 /* D4, and the checks that give clear messages before anything starts. */
 static int resolve_paths(conf *c)
 {
@@ -449,13 +486,21 @@ static int resolve_paths(conf *c)
 		return -1;
 	}
 	if (!realpath(c->mnt, c->mnt_abs) || stat(c->mnt_abs, &st) != 0) {
-		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(errno));
+		int e = errno;
+		if (e == ENOTCONN && dead_mountpoint(c) == 0)
+			return resolve_logdir(c); /* D6 clears it */
+		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(e));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(ENOTDIR));
 		return -1;
 	}
+	return resolve_logdir(c);
+}
+
+static int resolve_logdir(conf *c)
+{
 	if (c->logdir) {
 		char abs[PATH_MAX];
 		if (!realpath(c->logdir, abs)) {
@@ -647,24 +692,72 @@ static void tick_stop(void)
 /* The store and the mount                                                */
 
 /* One daemon per store: a second tpfsd (a repeated mount -a, a second
- * fstab line) would run a second engine on the same files.  An exclusive
- * flock on the store directory, held until exit; taken by the child, which
- * outlives the parent (D2).  (Belongs in tp_open: then drop this.) */
+ * fstab line) would run a second engine on the same files.  The store lock
+ * (fs_lock.h, K1), held until exit; taken by the child, which outlives the
+ * parent (D2).  A daemon still closing the store after an unmount is waited
+ * for (K2).  (Belongs in tp_open: then drop this.) */
 static int lock_store(const char *store)
 {
-	int fd = open(store, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		fsd_log(LOG_ERR, "%s: %s", store, strerror(errno));
-		return -1;
+	return fs_lock_store(store, 0, "tpfsd");
+}
+
+/* D6: what is mounted on the mount point.  Nothing, or something that is
+ * not tpfs: mount over it.  A mount of this store: its daemon is gone (this
+ * one holds the store lock), so it is a dead mount left by a crash: abort
+ * its connection (a thread of the killed daemon may hang in the kernel),
+ * detach it lazily, and look again -- never stack a mount over it.  A live
+ * tpfs mount of another store: refuse, naming it; a dead one of another
+ * store is not this daemon's to clear. */
+static int clear_mountpoint(const conf *c)
+{
+	char type[256], src[PATH_MAX], comm[64];
+	long conn;
+	for (int round = 0; round < 16; round++) {
+		if (!fs_mount_at(c->mnt_abs, type, sizeof type, src, sizeof src, &conn))
+			return 0;
+		int ours = strcmp(src, c->store_abs) == 0;
+		if (!ours && strcmp(type, "fuse.tpfs") != 0)
+			return 0;
+		if (!ours) {
+			int pid = fs_lock_holder(src, comm, sizeof comm);
+			if (pid)
+				fsd_log(LOG_ERR, "mount point %s: the store %s is mounted there, served by %s (pid %d); "
+					"not mounted over it (unmount it first: fusermount3 -u %s)",
+					c->mnt_abs, src, comm, pid, c->mnt_abs);
+			else
+				fsd_log(LOG_ERR, "mount point %s: the dead mount of another store, %s, is there; not "
+					"mounted over it (clear it first: fusermount3 -u -z %s)",
+					c->mnt_abs, src, c->mnt_abs);
+			return -1;
+		}
+		fsd_log(LOG_WARNING, "mount point %s: the dead mount of %s (its daemon is gone) is still there: "
+			"detaching it; processes still inside it get \"Transport endpoint is not connected\" until "
+			"they cd %s again", c->mnt_abs, src, c->mnt_abs);
+		if (conn >= 0) {
+			char path[64];
+			snprintf(path, sizeof path, "/sys/fs/fuse/connections/%ld/abort", conn);
+			FILE *f = fopen(path, "w");
+			if (f) {
+				fputs("1", f);
+				fclose(f);
+			}
+		}
+		if (umount2(c->mnt_abs, MNT_DETACH) != 0) {
+			int e = errno, st = -1;
+			pid_t pid = fork();
+			if (pid == 0) {
+				execlp("fusermount3", "fusermount3", "-u", "-z", "--", c->mnt_abs, (char *)NULL);
+				_exit(127);
+			}
+			if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				fsd_log(LOG_ERR, "mount point %s: cannot detach the dead mount (%s; fusermount3 -u -z "
+					"failed too); not mounted", c->mnt_abs, strerror(e));
+				return -1;
+			}
+		}
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		int e = errno;
-		fsd_log(LOG_ERR, "%s: %s", store,
-			e == EWOULDBLOCK ? "in use: another tpfsd serves this store" : strerror(e));
-		close(fd);
-		return -1;
-	}
-	return fd;
+	fsd_log(LOG_ERR, "mount point %s: dead mounts keep appearing there; not mounted", c->mnt_abs);
+	return -1;
 }
 
 /* D5 */
@@ -817,7 +910,7 @@ int main(int argc, char **argv)
 	openlog("tpfsd", LOG_PID, LOG_DAEMON);
 
 	/* D3 */
-	if ((lock_fd = lock_store(c.store_abs)) < 0 || make_private(&c) != 0) /* D5 */
+	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* D6, D5 */
 		goto out;
 	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */

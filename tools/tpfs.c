@@ -7,13 +7,18 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <dirent.h>
+#include <limits.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fs.h"
+#include "fs_lock.h"
 #include "tp.h"
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 static const char usage[] =
@@ -23,9 +28,9 @@ static const char usage[] =
 	"log and a superblock.\n"
 	"\n"
 	"Commands:\n"
-	"  mkfs [-p PAGE_SIZE] [-s SEGMENT_SIZE] [-l LOGDIR] STORE\n"
+	"  mkfs [-f] [-p PAGE_SIZE] [-s SEGMENT_SIZE] [-l LOGDIR] STORE\n"
 	"        Create an empty store in STORE (created if missing; must not hold a\n"
-	"        store already).  PAGE_SIZE: a power of two from 1024 to 65536\n"
+	"        store already, nor anything else unless -f, --force).  PAGE_SIZE: a power of two from 1024 to 65536\n"
 	"        (default 4096).  SEGMENT_SIZE: log segment bytes, a multiple of 4096,\n"
 	"        at least 64 KiB (default 16 MiB; suffixes K, M, G).  LOGDIR: keep the\n"
 	"        log in another directory, for example on another device.\n"
@@ -41,6 +46,9 @@ static const char usage[] =
 	"        fences, links, free space, no page leaked) and the file system (link\n"
 	"        counts, every inode reachable, block ownership, sizes).  Exit 0 when\n"
 	"        clean, 1 when problems were found (each is printed), 2 on usage.\n"
+	"        A mounted store is refused (exit 1), naming the tpfsd serving it\n"
+	"        and where; a tpfsd still closing it after an unmount is waited for\n"
+	"        (at most 120 s, or TPFS_LOCK_WAIT seconds); so is it by recover.\n"
 	"        A store that was not closed cleanly is checked as recovery leaves\n"
 	"        it, recovered in memory: checking never writes to the store.\n"
 	"  recover [--discard-after LSN [--yes]] STORE\n"
@@ -84,6 +92,18 @@ static int fail(const char *what, const char *store, int rc)
 	return 1;
 }
 
+/* K1: a store in use is neither checked nor recovered; a daemon still
+ * closing it after an unmount is waited for (fs_lock.h).  The lock's fd,
+ * -2 when store is not a directory (the engine says why), or -1. */
+static int lock(const char *store, int shared, const char *who)
+{
+	char abs[PATH_MAX];
+	struct stat st;
+	if (!realpath(store, abs) || stat(abs, &st) != 0 || !S_ISDIR(st.st_mode))
+		return -2;
+	return fs_lock_store(abs, shared, who);
+}
+
 static int parse_size(const char *s, uint64_t *out)
 {
 	char *end;
@@ -102,14 +122,41 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Issue 25, 8: a store made into a directory of the user's files would mix
+ * with them.  1 when dir exists, is a directory and holds anything (a
+ * store already there is for tp_mkfs to refuse). */
+static int nonempty_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	if (!d)
+		return 0;
+	while (!n && (e = readdir(d)))
+		n = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+/* A store is there already (its superblock): tp_mkfs refuses it, naming it. */
+static int is_store(const char *dir)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof p, "%s/super", dir);
+	return access(p, F_OK) == 0;
+}
+
 static int cmd_mkfs(int argc, char **argv)
 {
+	static const struct option lo[] = {{"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'},
+					   {NULL, 0, NULL, 0}};
 	tp_options o;
 	uint64_t v;
-	int c, rc;
+	int c, rc, force = 0;
 	tp_options_init(&o);
-	while ((c = getopt(argc, argv, "hp:s:l:")) != -1) {
+	while ((c = getopt_long(argc, argv, "hfp:s:l:", lo, NULL)) != -1) {
 		switch (c) {
+		case 'f': force = 1; break;
 		case 'p':
 			if (parse_size(optarg, &v) || v > 65536) {
 				fprintf(stderr, "tpfs mkfs: bad page size '%s'\n", optarg);
@@ -132,6 +179,11 @@ static int cmd_mkfs(int argc, char **argv)
 	if (optind != argc - 1) {
 		fputs(usage, stderr);
 		return 2;
+	}
+	if (!force && nonempty_dir(argv[optind]) && !is_store(argv[optind])) {
+		fprintf(stderr, "tpfs mkfs: %s: a directory that is not empty; a store made there would mix with its "
+			"files (use --force to make it there anyway)\n", argv[optind]);
+		return 1;
 	}
 	if ((rc = tp_mkfs(argv[optind], &o)) != 0)
 		return fail("mkfs", argv[optind], rc);
@@ -211,7 +263,7 @@ static int cmd_demo(int argc, char **argv)
 
 static int cmd_check(int argc, char **argv)
 {
-	int verbose = 0, c, rc;
+	int verbose = 0, c, rc, fd;
 	while ((c = getopt(argc, argv, "hv")) != -1) {
 		switch (c) {
 		case 'v': verbose = 1; break;
@@ -223,11 +275,17 @@ static int cmd_check(int argc, char **argv)
 		fputs(usage, stderr);
 		return 2;
 	}
+	if ((fd = lock(argv[optind], 1, "tpfs check")) == -1)
+		return 1;
 	rc = fs_check(argv[optind], stderr, verbose);
+	if (fd >= 0)
+		close(fd);
 	if (rc == 0 && !verbose)
 		printf("tpfs check: %s: clean\n", argv[optind]);
 	return rc == 0 ? 0 : 1;
 }
+
+static int recover(const char *store, uint64_t lsn, int yes);
 
 static int cmd_recover(int argc, char **argv)
 {
@@ -237,9 +295,6 @@ static int cmd_recover(int argc, char **argv)
 					   {NULL, 0, NULL, 0}};
 	uint64_t lsn = 0;
 	int yes = 0, c, rc;
-	tp_options o;
-	tp_env *env;
-	tp_stats st;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
@@ -258,6 +313,21 @@ static int cmd_recover(int argc, char **argv)
 		return 2;
 	}
 	const char *store = argv[optind];
+	int fd = lock(store, !(lsn && !yes), "tpfs recover");
+	if (fd == -1)
+		return 1;
+	rc = recover(store, lsn, yes);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int recover(const char *store, uint64_t lsn, int yes)
+{
+	tp_options o;
+	tp_env *env;
+	tp_stats st;
+	int rc;
 	tp_options_init(&o);
 	o.quiet = 1;
 	o.discard_after = lsn;
