@@ -89,7 +89,7 @@ static const char usage[] =
 	"  async                 calls are durable after fsync, fdatasync or fsyncdir\n"
 	"                        of any file of the mount, or within commit_interval\n"
 	"                        (the default); syncfs(2) and sync(1) never reach a\n"
-	"                        FUSE daemon, so they do not make anything durable\n"
+	"                        FUSE daemon: use `tpfs sync MOUNTPOINT` instead\n"
 	"  commit_interval=MS    the longest a change waits to become durable, in\n"
 	"                        milliseconds (default 1000)\n"
 	"  cache_size=BYTES      the engine's buffer pool; suffixes K, M, G (default:\n"
