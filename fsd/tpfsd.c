@@ -91,9 +91,9 @@ static const char usage[] =
 	"                        (the default); syncfs(2) and sync(1) never reach a\n"
 	"                        FUSE daemon: use `tpfs sync MOUNTPOINT` instead\n"
 	"  commit_interval=MS    the longest a change waits to become durable, in\n"
-	"                        milliseconds (default 1000)\n"
-	"  cache_size=BYTES      the engine's buffer pool; suffixes K, M, G (default:\n"
-	"                        1/8 of the memory, at most 4G)\n"
+	"                        milliseconds, 1 to 86400000 (default 1000)\n"
+	"  cache_size=BYTES      the engine's buffer pool, at least 1M; suffixes K,\n"
+	"                        M, G (default: 1/8 of the memory, at most 4G)\n"
 	"  logdir=DIR            where the store's log is, when it is no longer where\n"
 	"                        `tpfs mkfs -l DIR` put it (the log device moved)\n"
 	"  quiet                 no messages about recovery\n"
@@ -268,6 +268,17 @@ static int bad_value(const char *opt)
 	return -1;
 }
 
+/* A value out of its range: the range is said. */
+static int bad_range(const char *opt, const char *range)
+{
+	fprintf(stderr, "tpfsd: bad value in -o %s: %s\n", opt, range);
+	return -1;
+}
+
+/* The smallest buffer pool -o cache_size= takes: below it the engine would
+ * quietly run with 8 pages. */
+#define FSD_CACHE_MIN (1u << 20)
+
 /* The options mount(8) and fstab add that mean nothing to a FUSE mount. */
 static int ignored(const char *o)
 {
@@ -319,13 +330,14 @@ static int option(conf *c, const char *o)
 	}
 	if (HAS("commit_interval")) {
 		if (parse_u64(v, &n) || n == 0 || n > 24 * 3600 * 1000)
-			return bad_value(o);
+			return bad_range(o, "milliseconds, from 1 to 86400000 (24 h); -o sync makes every call durable "
+					    "when it returns");
 		c->fo.commit_ms = (uint32_t)n;
 		return 0;
 	}
 	if (HAS("cache_size")) {
-		if (parse_size(v, &n) || n == 0)
-			return bad_value(o);
+		if (parse_size(v, &n) || n < FSD_CACHE_MIN)
+			return bad_range(o, "bytes, at least 1M; suffixes K, M, G");
 		/* fs_options counts pages; stores have 4 KiB pages unless made with
 		 * tpfs mkfs -p.  (fs_options should take bytes.) */
 		c->fo.cache_pages = (size_t)(n / 4096 ? n / 4096 : 1);
