@@ -90,7 +90,7 @@ void fsd_reply_err(fuse_req_t req, fsd *d, int rc)
 		e = EIO;
 	}
 	if (e)
-		fs_count(d->fs, FSD_OP_ERRORS);
+		fs_count(d->fs, e == ENOENT || e == ENODATA ? FSD_OP_NOT_FOUND : FSD_OP_ERRORS);
 	fuse_reply_err(req, e);
 }
 
