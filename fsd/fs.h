@@ -235,12 +235,14 @@ void fs_tx_member(fs_tx *tx, pid_t pid);
 /* Does the transaction hold a lock on the inode (it read or changed it)? */
 int fs_tx_holds(fs_tx *tx, uint64_t ino);
 /* Reports: one transaction (only != NULL) or every one uid may see
- * (uid 0: all), as text or JSON; and how the caller's last one ended
- * (chain: the caller's process and its ancestors, n of them; "" when
- * none of the recent ones was bound to one of them or to a child of
- * chain[1], as txrun is: another shell's transaction is not named). */
+ * (uid 0: all), as text or JSON.  And how the caller's last one ended
+ * (chain: the caller's process and its ancestors, n of them): 1 when one
+ * of the recent ones was bound to one of them or to a child of chain[1]
+ * (as txrun is); else 2 with the latest of uid's whose bound process has
+ * exited (a shell killed or closed, asked about from a new one); else 0
+ * and "": a live shell's transaction is never named to another. */
 int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);
-void fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size);
+int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size);
 /* X5: breaks deadlocks that pass through the kernel.  A request that waits
  * here for a transaction's lock may hold a kernel lock (a file's i_rwsem
  * during a write, a directory's during a create) that the transaction's

@@ -65,6 +65,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -1180,15 +1181,18 @@ int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size
 	return o.len < size ? (int)o.len : -ERANGE;
 }
 
-void fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size)
+int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size)
 {
 	outbuf o = {buf, size, 0};
 	time_t now = time(NULL);
+	int kind = 0;
 	if (size)
 		buf[0] = 0;
 	pthread_mutex_lock(&f->txmu);
 	unsigned from = f->nhistory > 16 ? f->nhistory - 16 : 0;
-	for (unsigned i = f->nhistory; i-- > from;) {
+	const char *orphan = NULL; /* the latest of a bound process that has exited */
+	long long orphan_when = 0;
+	for (unsigned i = f->nhistory; i-- > from && !kind;) {
 		const char *h = f->history[i % 16];
 		unsigned hu;
 		long long when;
@@ -1199,10 +1203,18 @@ void fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_
 		 * (txrun, started by the caller's shell) -- never another shell's */
 		for (int k = 0; k < n && !mine; k++)
 			mine = hpid == (int)chain[k];
-		if (!mine && !(n > 1 && hppid == (int)chain[1]))
-			continue;
-		out(&o, "%s (%lld s ago)", h + skip, (long long)(now - when));
-		break; /* the latest is what the user asks about */
+		if (mine || (n > 1 && hppid == (int)chain[1])) {
+			out(&o, "%s (%lld s ago)", h + skip, (long long)(now - when));
+			kind = 1;
+		} else if (!orphan && kill(hpid, 0) != 0 && errno == ESRCH) {
+			orphan = h + skip; /* a shell that was killed or closed: the user asks from a new one */
+			orphan_when = when;
+		}
+	}
+	if (!kind && orphan) {
+		out(&o, "%s (%lld s ago)", orphan, (long long)(now - orphan_when));
+		kind = 2;
 	}
 	pthread_mutex_unlock(&f->txmu);
+	return kind;
 }

@@ -1232,9 +1232,12 @@ static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
 		char msg[600], hist[300];
 		for (int k = 0; k < n; k++)
 			pids[k] = chain[k].pid;
-		fs_tx_history(d->fs, cx->uid, pids, n, hist, sizeof hist);
+		int kind = fs_tx_history(d->fs, cx->uid, pids, n, hist, sizeof hist);
 		snprintf(msg, sizeof msg, "process %d is in no transaction on this mount%s%s", n ? (int)chain[0].pid : 0,
-			 hist[0] ? "; the last one: " : "", hist);
+			 kind == 1   ? "; its last one: "
+			 : kind == 2 ? "; the last one of a process of yours that has exited: "
+				     : "",
+			 hist);
 		answer(req, d, size, ESRCH, msg);
 	}
 	return tx;
