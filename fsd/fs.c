@@ -912,7 +912,9 @@ int fs_report(fs *f, char *buf, size_t size)
 	uint64_t hit = s.cache_hits + s.cache_misses ? 100 * s.cache_hits / (s.cache_hits + s.cache_misses) : 100;
 	int n = snprintf(buf, size,
 			 "store %s\n"
-			 "transactions: %" PRIu64 " committed, %" PRIu64 " rolled back, %" PRIu64 " retried after a deadlock\n"
+			 "transactions: %" PRIu64 " committed, %" PRIu64 " rolled back, %" PRIu64
+			 " retried after a deadlock; %" PRIu64 " ended with nothing to roll back (calls that"
+			 " failed a check: a missing name, an absent attribute...)\n"
 			 "user transactions: %" PRIu64 " commits invalidated the kernel's caches after their locks, %" PRIu64
 			 " stopped waiting for readers\n"
 			 "log: %" PRIu64 " records, %" PRIu64 " bytes, %" PRIu64 " flushes, %" PRIu64
@@ -923,7 +925,7 @@ int fs_report(fs *f, char *buf, size_t size)
 			 " waits timed out or cancelled\n"
 			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
 			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
-			 f->store, s.commits, s.aborts, f->ctr.retries, f->ctr.inval_late, f->ctr.readers_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
+			 f->store, s.commits, s.aborts - s.aborts_empty, f->ctr.retries, s.aborts_empty, f->ctr.inval_late, f->ctr.readers_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
 			 s.log_segs_made, s.log_segs_recycled, hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes,
 			 s.checkpoints, s.checkpoints_bg, s.lock_requests, s.lock_waits, s.lock_deadlocks, s.lock_timeouts,
 			 s.rec_records,

@@ -191,11 +191,11 @@ typedef void (*fs_notify_fn)(void *ctx, uint64_t view, uint64_t ino, const char 
  * regular file ino, about to be committed (fs_tx.c X6). */
 typedef void (*fs_grow_fn)(void *ctx, uint64_t ino, const void *data, size_t size);
 void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx);
-/* Begins a transaction bound to process pid (start: its start time);
- * view: fs_tx_view's (not 0); aliased: the kernel may hold inodes of
- * this view already (fs_tx_mark_aliased). */
-int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, uint64_t view, int aliased,
-		fs_tx **out);
+/* Begins a transaction bound to process pid (start: its start time; ppid:
+ * its parent); view: fs_tx_view's (not 0); aliased: the kernel may hold
+ * inodes of this view already (fs_tx_mark_aliased). */
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const char *comm, uint64_t view,
+		int aliased, fs_tx **out);
 /* The open transaction bound to (pid, start), or by id; NULL if none. */
 fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start);
 fs_tx *fs_tx_by_id(fs *f, uint64_t id);
@@ -235,9 +235,14 @@ void fs_tx_member(fs_tx *tx, pid_t pid);
 /* Does the transaction hold a lock on the inode (it read or changed it)? */
 int fs_tx_holds(fs_tx *tx, uint64_t ino);
 /* Reports: one transaction (only != NULL) or every one uid may see
- * (uid 0: all), as text or JSON; and how recent ones ended. */
+ * (uid 0: all), as text or JSON.  And how the caller's last one ended
+ * (chain: the caller's process and its ancestors, n of them): 1 when one
+ * of the recent ones was bound to one of them or to a child of chain[1]
+ * (as txrun is); else 2 with the latest of uid's whose bound process has
+ * exited (a shell killed or closed, asked about from a new one); else 0
+ * and "": a live shell's transaction is never named to another. */
 int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);
-void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size);
+int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size);
 /* X5: breaks deadlocks that pass through the kernel.  A request that waits
  * here for a transaction's lock may hold a kernel lock (a file's i_rwsem
  * during a write, a directory's during a create) that the transaction's

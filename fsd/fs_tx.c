@@ -65,6 +65,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -78,6 +79,7 @@ struct fs_tx {
 	uint64_t id;
 	pid_t pid;               /* bound process, and its start time */
 	uint64_t start;
+	pid_t ppid;              /* the bound process's parent at begin (fs_tx_history) */
 	uid_t uid;
 	char comm[32];
 	struct timespec born;
@@ -180,9 +182,11 @@ static void history_add(fs *f, const fs_tx *tx, const char *fmt, ...)
 	va_end(ap);
 	pthread_mutex_lock(&f->txmu);
 	char *h = f->history[f->nhistory++ % 16];
-	/* uid first, so fs_tx_history can filter */
-	snprintf(h, sizeof f->history[0], "%u %lld transaction %" PRIu64 " (process %d, %s) %s", (unsigned)tx->uid,
-		 (long long)time(NULL), tx->id, (int)tx->pid, tx->comm, what);
+	/* uid, time, bound process and its parent first, so fs_tx_history can
+	 * filter */
+	snprintf(h, sizeof f->history[0], "%u %lld %d %d transaction %" PRIu64 " (process %d, %s) %s",
+		 (unsigned)tx->uid, (long long)time(NULL), (int)tx->pid, (int)tx->ppid, tx->id, (int)tx->pid, tx->comm,
+		 what);
 	pthread_mutex_unlock(&f->txmu);
 }
 
@@ -206,8 +210,8 @@ static void unlist(fs_tx *tx)
 	pthread_mutex_unlock(&f->txmu);
 }
 
-int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, uint64_t view, int aliased,
-		fs_tx **out)
+int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const char *comm, uint64_t view,
+		int aliased, fs_tx **out)
 {
 	fs_tx *tx;
 	int rc;
@@ -218,6 +222,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, uid_t uid, const char *comm, u
 	tx->f = f;
 	tx->pid = pid;
 	tx->start = start;
+	tx->ppid = ppid;
 	tx->uid = uid;
 	tx->view = view;
 	tx->aliased = aliased;
@@ -1176,23 +1181,40 @@ int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size
 	return o.len < size ? (int)o.len : -ERANGE;
 }
 
-void fs_tx_history(fs *f, uid_t uid, char *buf, size_t size)
+int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size)
 {
 	outbuf o = {buf, size, 0};
 	time_t now = time(NULL);
+	int kind = 0;
 	if (size)
 		buf[0] = 0;
 	pthread_mutex_lock(&f->txmu);
 	unsigned from = f->nhistory > 16 ? f->nhistory - 16 : 0;
-	for (unsigned i = f->nhistory; i-- > from;) {
+	const char *orphan = NULL; /* the latest of a bound process that has exited */
+	long long orphan_when = 0;
+	for (unsigned i = f->nhistory; i-- > from && !kind;) {
 		const char *h = f->history[i % 16];
 		unsigned hu;
 		long long when;
-		int skip;
-		if (sscanf(h, "%u %lld %n", &hu, &when, &skip) != 2 || (uid != 0 && hu != uid))
+		int hpid, hppid, skip, mine = 0;
+		if (sscanf(h, "%u %lld %d %d %n", &hu, &when, &hpid, &hppid, &skip) != 4 || (uid != 0 && hu != uid))
 			continue;
-		out(&o, "%s (%lld s ago)", h + skip, (long long)(now - when));
-		break; /* the latest is what the user asks about */
+		/* the caller's own: bound to it or an ancestor, or to a sibling
+		 * (txrun, started by the caller's shell) -- never another shell's */
+		for (int k = 0; k < n && !mine; k++)
+			mine = hpid == (int)chain[k];
+		if (mine || (n > 1 && hppid == (int)chain[1])) {
+			out(&o, "%s (%lld s ago)", h + skip, (long long)(now - when));
+			kind = 1;
+		} else if (!orphan && kill(hpid, 0) != 0 && errno == ESRCH) {
+			orphan = h + skip; /* a shell that was killed or closed: the user asks from a new one */
+			orphan_when = when;
+		}
+	}
+	if (!kind && orphan) {
+		out(&o, "%s (%lld s ago)", orphan, (long long)(now - orphan_when));
+		kind = 2;
 	}
 	pthread_mutex_unlock(&f->txmu);
+	return kind;
 }

@@ -90,7 +90,7 @@ void fsd_reply_err(fuse_req_t req, fsd *d, int rc)
 		e = EIO;
 	}
 	if (e)
-		fs_count(d->fs, FSD_OP_ERRORS);
+		fs_count(d->fs, e == ENOENT || e == ENODATA ? FSD_OP_NOT_FOUND : FSD_OP_ERRORS);
 	fuse_reply_err(req, e);
 }
 
@@ -265,6 +265,9 @@ void fsd_reply_stats(fuse_req_t req, fsd *d, size_t size)
 	if ((rc = fs_report(d->fs, buf, STATS_MAX - 4096)) < 0)
 		snprintf(buf, STATS_MAX, "fs_report: %s\n", strerror(-rc));
 	len = strnlen(buf, STATS_MAX - 4096);
+	len += (size_t)snprintf(buf + len, STATS_MAX - len, "daemon messages: %s%s\n",
+				fsd_log_file() ? fsd_log_file() : "standard error or syslog only",
+				fsd_log_file() ? " (the last 1-2 MiB; and standard error or syslog)" : "");
 	fs_counters_get(d->fs, &cn);
 	len += (size_t)snprintf(buf + len, STATS_MAX - len, "requests by kind:\n");
 	for (int i = 0; i < FSD_OP_COUNT && len < STATS_MAX; i++)

@@ -36,7 +36,8 @@
  * Request kinds, counted with fs_count(fs, FSD_OP_x).  Append only: the
  * index is what fs_counters.ops[] holds.  "requests" counts every request
  * the kernel sent (every round trip, plus forgets, which have no reply);
- * "errors" every error reply, lookups of missing names included.
+ * "errors" every error reply but the ordinary "no such name" (ENOENT) and
+ * "no such attribute" (ENODATA), which "not-found" counts.
  */
 #define FSD_OPS(X)                                                                                                     \
 	X(REQUESTS, "requests")                                                                                        \
@@ -75,7 +76,8 @@
 	X(LSEEK, "lseek")                                                                                              \
 	X(NEGATIVE, "lookup-negative") /* lookups answered "no such name" (cached negative_timeout) */               \
 	X(COPY_FILE_RANGE, "copy_file_range")                                                                          \
-	X(BEGIN_DROPPED, "begin-dropped") /* names a begin had the kernel drop (fsd_tx.c C6) */
+	X(BEGIN_DROPPED, "begin-dropped") /* names a begin had the kernel drop (fsd_tx.c C6) */                      \
+	X(NOT_FOUND, "not-found") /* ENOENT and ENODATA replies: answers, not errors */
 
 enum fsd_op {
 #define FSD_OP_ENUM(id, name) FSD_OP_##id,
@@ -110,5 +112,7 @@ extern const struct fuse_lowlevel_ops fsd_ops;
 /* The daemon's log: stderr in the foreground, syslog once daemonized
  * (tpfsd.c).  prio is a syslog priority (LOG_ERR, ...). */
 void fsd_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The log file every message also goes to (STORE/tpfsd.log), or NULL. */
+const char *fsd_log_file(void);
 
 #endif

@@ -1184,7 +1184,8 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	}
 	int aliased;
 	uint64_t tag = tag_take(x, (pid_t)target, tchain[0].start, &aliased);
-	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, (uid_t)tuid, tchain[0].comm, tag, aliased, &tx);
+	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, tchain[0].ppid, (uid_t)tuid, tchain[0].comm, tag,
+			     aliased, &tx);
 	if (rc) {
 		close(fd);
 		snprintf(msg, sizeof msg, "cannot begin a transaction: %s", strerror(-rc));
@@ -1220,15 +1221,23 @@ static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
 {
 	const struct fuse_ctx *cx = fuse_req_ctx(req);
 	proc chain[MAX_DEPTH];
-	int n;
+	pid_t pids[MAX_DEPTH];
+	int n = 0;
 	fs_tx *tx = NULL;
 	if (chain_of(d, cx->pid, chain, &n) == 0)
 		tx = chain_tx(d, chain, n, NULL);
+	else
+		n = 0;
 	if (!tx) {
 		char msg[600], hist[300];
-		fs_tx_history(d->fs, cx->uid, hist, sizeof hist);
+		for (int k = 0; k < n; k++)
+			pids[k] = chain[k].pid;
+		int kind = fs_tx_history(d->fs, cx->uid, pids, n, hist, sizeof hist);
 		snprintf(msg, sizeof msg, "process %d is in no transaction on this mount%s%s", n ? (int)chain[0].pid : 0,
-			 hist[0] ? "; the last one: " : "", hist);
+			 kind == 1   ? "; its last one: "
+			 : kind == 2 ? "; the last one of a process of yours that has exited: "
+				     : "",
+			 hist);
 		answer(req, d, size, ESRCH, msg);
 	}
 	return tx;
@@ -1281,8 +1290,19 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		fs_tx_put(mine);
 	}
 	char why[160];
-	snprintf(why, sizeof why, "transaction %" PRIu64 " was aborted by uid %u (txabort --id)", fs_tx_id(tx),
-		 (unsigned)cx->uid);
+	if (by_id) {
+		snprintf(why, sizeof why, "transaction %" PRIu64 " was aborted by uid %u (txabort --id)", fs_tx_id(tx),
+			 (unsigned)cx->uid);
+	} else { /* its own member asked: txabort, or txrun after its command failed */
+		proc me[MAX_DEPTH];
+		int nme = 0;
+		if (chain_of(d, cx->pid, me, &nme) != 0)
+			nme = 0;
+		if (nme)
+			snprintf(why, sizeof why, "by its member process %d (%s)", (int)me[0].pid, me[0].comm);
+		else
+			snprintf(why, sizeof why, "by a member");
+	}
 	int was = fs_tx_state(tx);
 	fs_tx_abort(tx, ECONNABORTED, why, own);
 	tag_ended(d->txs, tx, 0);
@@ -1321,6 +1341,10 @@ int fsd_is_tx_control(fuse_ino_t ino, const char *name)
 
 void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
 {
+	if (!d->txs && d->readonly) {
+		answer(req, d, size, EROFS, "the mount is read-only (-o ro): no transaction can change it");
+		return;
+	}
 	if (!d->txs) {
 		answer(req, d, size, ENOTSUP, "transactions are not available on this mount");
 		return;

@@ -32,7 +32,16 @@
  * exit status.  Signals are blocked during shutdown.
  *
  * Logging: stderr in the foreground; syslog (facility daemon) once
- * detached, where what the engine writes to stderr is forwarded too.
+ * detached, where what the engine writes to stderr is forwarded too.  And,
+ * once the store is mounted read-write, every message also goes to the
+ * log file STORE/tpfsd.log (FSD_LOGFILE), so that nothing is lost on a
+ * machine without syslog: mode 0600 like every store file (io.c I8, so
+ * that tp_private and `tpfs check` C7 find nothing open to others),
+ * written only with pwrite at its end (as io.c writes the store: the fs
+ * crash tests' power-cut shim journals it like the other store files),
+ * and bounded: past FSD_LOGFILE_MAX bytes it becomes tpfsd.log.1, replacing
+ * the one before, and a new one begins.  Not under -o ro: nothing is
+ * written to the store then.  `tpfs stat` names it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,11 +104,11 @@ static const char usage[] =
 	"  async                 calls are durable after fsync, fdatasync or fsyncdir\n"
 	"                        of any file of the mount, or within commit_interval\n"
 	"                        (the default); syncfs(2) and sync(1) never reach a\n"
-	"                        FUSE daemon, so they do not make anything durable\n"
+	"                        FUSE daemon: use `tpfs sync MOUNTPOINT` instead\n"
 	"  commit_interval=MS    the longest a change waits to become durable, in\n"
-	"                        milliseconds (default 1000)\n"
-	"  cache_size=BYTES      the engine's buffer pool; suffixes K, M, G (default:\n"
-	"                        1/8 of the memory, at most 4G)\n"
+	"                        milliseconds, 1 to 86400000 (default 1000)\n"
+	"  cache_size=BYTES      the engine's buffer pool, at least 1M; suffixes K,\n"
+	"                        M, G (default: 1/8 of the memory, at most 4G)\n"
 	"  logdir=DIR            where the store's log is, when it is no longer where\n"
 	"                        `tpfs mkfs -l DIR` put it (the log device moved)\n"
 	"  quiet                 no messages about recovery\n"
@@ -146,12 +155,95 @@ static const char usage[] =
 static int log_syslog; /* detached: syslog instead of stderr */
 static int log_debug;  /* -d */
 
+#define FSD_LOGFILE "tpfsd.log"
+#define FSD_LOGFILE_MAX (1u << 20)
+static pthread_mutex_t logfile_mu = PTHREAD_MUTEX_INITIALIZER;
+static int logfile_fd = -1;        /* under logfile_mu; -1: none */
+static uint64_t logfile_off;       /* under logfile_mu: its size */
+static char logfile_path[PATH_MAX]; /* set once, before any thread */
+
+static int logfile_open_locked(void)
+{
+	struct stat st;
+	int fd = open(logfile_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0600) != 0 || fstat(fd, &st) != 0) { /* I8: whatever the umask */
+		close(fd);
+		return -1;
+	}
+	logfile_fd = fd;
+	logfile_off = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* Starts the log file of the mounted store: 0, or an errno. */
+static int logfile_start(const char *store)
+{
+	int rc = 0;
+	if (snprintf(logfile_path, sizeof logfile_path, "%s/%s", store, FSD_LOGFILE) >= (int)sizeof logfile_path)
+		return ENAMETOOLONG;
+	pthread_mutex_lock(&logfile_mu);
+	if (logfile_open_locked() != 0)
+		rc = errno;
+	pthread_mutex_unlock(&logfile_mu);
+	if (rc)
+		logfile_path[0] = 0;
+	return rc;
+}
+
+const char *fsd_log_file(void) { return logfile_path[0] ? logfile_path : NULL; }
+
+/* One line, with the time and pid; the file turned over at its bound. */
+static void logfile_put(const char *text)
+{
+	char line[1200], ts[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	gmtime_r(&now, &tm);
+	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	int n = snprintf(line, sizeof line, "%s tpfsd[%d]: %s\n", ts, (int)getpid(), text);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof line) {
+		n = (int)sizeof line - 1;
+		line[n - 1] = '\n';
+	}
+	pthread_mutex_lock(&logfile_mu);
+	if (logfile_fd >= 0 && logfile_off + (uint64_t)n > FSD_LOGFILE_MAX && logfile_off > 0) {
+		char old[PATH_MAX + 2];
+		snprintf(old, sizeof old, "%s.1", logfile_path);
+		close(logfile_fd);
+		logfile_fd = -1;
+		if (rename(logfile_path, old) == 0 || errno == ENOENT)
+			(void)logfile_open_locked();
+	}
+	if (logfile_fd >= 0 && pwrite(logfile_fd, line, (size_t)n, (off_t)logfile_off) == n)
+		logfile_off += (uint64_t)n;
+	pthread_mutex_unlock(&logfile_mu);
+}
+
+static void logfile_vput(const char *fmt, va_list ap)
+{
+	char text[1024];
+	if (logfile_fd < 0) /* a hint: rechecked under the lock */
+		return;
+	vsnprintf(text, sizeof text, fmt, ap);
+	text[strcspn(text, "\n")] = 0;
+	if (text[0])
+		logfile_put(text);
+}
+
 void fsd_log(int prio, const char *fmt, ...)
 {
 	va_list ap;
 	if (prio >= LOG_DEBUG && !log_debug)
 		return;
 	va_start(ap, fmt);
+	va_list ap2;
+	va_copy(ap2, ap);
+	logfile_vput(fmt, ap2);
+	va_end(ap2);
 	if (log_syslog) {
 		vsyslog(prio, fmt, ap);
 	} else {
@@ -167,6 +259,10 @@ static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	if ((int)level >= LOG_DEBUG && !log_debug)
 		return;
+	va_list ap2;
+	va_copy(ap2, ap);
+	logfile_vput(fmt, ap2);
+	va_end(ap2);
 	if (log_syslog)
 		vsyslog((int)level, fmt, ap);
 	else
@@ -186,8 +282,10 @@ static void *stderr_main(void *arg)
 		return NULL;
 	while (fgets(line, sizeof line, in)) {
 		line[strcspn(line, "\n")] = 0;
-		if (line[0])
+		if (line[0]) {
 			syslog(LOG_ERR, "%s", line);
+			logfile_put(line);
+		}
 	}
 	fclose(in);
 	return NULL;
@@ -274,6 +372,17 @@ static int bad_value(const char *opt)
 	return -1;
 }
 
+/* A value out of its range: the range is said. */
+static int bad_range(const char *opt, const char *range)
+{
+	fprintf(stderr, "tpfsd: bad value in -o %s: %s\n", opt, range);
+	return -1;
+}
+
+/* The smallest buffer pool -o cache_size= takes: below it the engine would
+ * quietly run with 8 pages. */
+#define FSD_CACHE_MIN (1u << 20)
+
 /* The options mount(8) and fstab add that mean nothing to a FUSE mount. */
 static int ignored(const char *o)
 {
@@ -325,13 +434,14 @@ static int option(conf *c, const char *o)
 	}
 	if (HAS("commit_interval")) {
 		if (parse_u64(v, &n) || n == 0 || n > 24 * 3600 * 1000)
-			return bad_value(o);
+			return bad_range(o, "milliseconds, from 1 to 86400000 (24 h); -o sync makes every call durable "
+					    "when it returns");
 		c->fo.commit_ms = (uint32_t)n;
 		return 0;
 	}
 	if (HAS("cache_size")) {
-		if (parse_size(v, &n) || n == 0)
-			return bad_value(o);
+		if (parse_size(v, &n) || n < FSD_CACHE_MIN)
+			return bad_range(o, "bytes, at least 1M; suffixes K, M, G");
 		/* fs_options counts pages; stores have 4 KiB pages unless made with
 		 * tpfs mkfs -p.  (fs_options should take bytes.) */
 		c->fo.cache_pages = (size_t)(n / 4096 ? n / 4096 : 1);
@@ -916,6 +1026,9 @@ int main(int argc, char **argv)
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
 		goto out;
 	}
+	if (!c.fo.readonly && (rc = logfile_start(c.store_abs)) != 0)
+		fsd_log(LOG_WARNING, "%s/%s: %s: messages go to %s only", c.store_abs, FSD_LOGFILE, strerror(rc),
+			c.foreground ? "standard error" : "syslog");
 	/* libfuse takes over only signals at their default: a shell without job
 	 * control starts `tpfsd -f &` with SIGINT ignored, yet kill -INT must
 	 * unmount it. */

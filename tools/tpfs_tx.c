@@ -137,14 +137,21 @@ int tpfs_tx_answer_id(const char *text, uint64_t *id)
 /* C4: why getxattr(name) failed with e. */
 static void say_channel(const char *name, int e, size_t size, char *msg, size_t msgsize)
 {
+	/* a begin has nothing to lose; the other requests are about a
+	 * transaction that may have been begun there */
+	int begin = !strncmp(name, TPFS_TX_BEGIN, strlen(TPFS_TX_BEGIN));
 	switch (e) {
 	case ENODATA:
 	case ENOTSUP: /* EOPNOTSUPP */
-		tpfs_tx_say(msg, msgsize, "not the root of a tpfs mount: it does not answer %s (%s)", name, strerror(e));
+		tpfs_tx_say(msg, msgsize, "not a tpfs mount%s",
+			    begin ? "" : " (any transaction begun there was lost when its file system was unmounted: "
+					 "nothing of it was applied)");
 		break;
 	case ENOTCONN:
-		tpfs_tx_say(msg, msgsize, "the daemon of this mount is gone (%s); unmount it with fusermount3 -u",
-			    strerror(e));
+	case ECONNABORTED:
+		tpfs_tx_say(msg, msgsize, "the daemon of this mount stopped (%s)%s; unmount it with fusermount3 -u",
+			    strerror(e),
+			    begin ? "" : ": any transaction there was lost, nothing of it applied");
 		break;
 	case ERANGE:
 		tpfs_tx_say(msg, msgsize, "the answer to %s is longer than %zu bytes", name, size);

@@ -22,8 +22,9 @@
  *     daemon answers with are listed in tpfs_tx_proto.h; the library adds
  *     EPROTO (a malformed answer), ENOENT and ENOTUNIQ (finding a mount)
  *     and passes the errors of getxattr(2) through (ENOTCONN: the daemon is
- *     gone; ENODATA or ENOTSUP: the directory is not the root of a tpfs
- *     mount; EACCES; ENOENT...).
+ *     gone; ENODATA or ENOTSUP: the directory is not a tpfs mount (or
+ *     no longer: a commit, abort or status then says that a transaction
+ *     begun there was lost); EACCES; ENOENT...).
  *   - msg, msgsize: a caller-supplied buffer that receives a one-line
  *     message without a trailing newline, always NUL-terminated (truncated
  *     if need be; TPFS_TX_MSG_MAX bytes always suffice for the daemon's

@@ -634,7 +634,7 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	log_stats ls;
 	buf_stats bs;
 	memset(s, 0, sizeof *s);
-	txn_counts(env->tm, &s->commits, &s->aborts);
+	txn_counts(env->tm, &s->commits, &s->aborts, &s->aborts_empty);
 	log_stats_get(env->lg, &ls);
 	buf_stats_get(env->bp, &bs);
 	s->log_records = ls.records;

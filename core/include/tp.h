@@ -228,6 +228,7 @@ const char *tp_errmsg(void);
 /* Statistics since open, and what recovery did at open. */
 typedef struct tp_stats {
 	uint64_t commits, aborts;
+	uint64_t aborts_empty; /* of aborts, those that had changed nothing (a call refused by a check) */
 	uint64_t log_records, log_bytes, log_flushes, log_fpis;
 	uint64_t page_reads, page_writes, cache_hits, cache_misses;
 	uint64_t checkpoints;

@@ -160,7 +160,8 @@ struct txn_mgr {
 	uint64_t allocs;     /* transaction objects allocated (not reused) */
 	int closing;         /* txn_mgr_close: ended transactions are freed */
 	uint64_t commits;    /* atomic */
-	uint64_t aborts;
+	uint64_t aborts;     /* under mu */
+	uint64_t aborts_empty; /* under mu: of aborts, those with nothing to roll back */
 	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
 	uint64_t alloc_rover;  /* atomic: see txn_alloc_rover */
 	/* T9, under mu: two generations of pages freed by commits, each a set
@@ -627,6 +628,8 @@ int txn_abort(txn *t)
 	}
 	pthread_mutex_lock(&tm->mu);
 	tm->aborts++;
+	if (!t->last_lsn)
+		tm->aborts_empty++;
 	pthread_mutex_unlock(&tm->mu);
 	txn_free(t);
 	return rc;
@@ -1059,10 +1062,11 @@ uint64_t txn_allocs(txn_mgr *tm)
 	return n;
 }
 
-void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts)
+void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts, uint64_t *aborts_empty)
 {
 	pthread_mutex_lock(&tm->mu);
 	*commits = __atomic_load_n(&tm->commits, __ATOMIC_RELAXED);
 	*aborts = tm->aborts;
+	*aborts_empty = tm->aborts_empty;
 	pthread_mutex_unlock(&tm->mu);
 }

@@ -132,7 +132,9 @@ int txn_lsns(const txn *t, uint64_t *first, uint64_t *last, uint64_t *undo_next)
 uint64_t txn_oldest_lsn(txn_mgr *tm);
 
 /* Statistics */
-void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts);
+/* aborts counts every abort; aborts_empty those of transactions that had
+ * logged nothing (nothing to roll back). */
+void txn_counts(txn_mgr *tm, uint64_t *commits, uint64_t *aborts, uint64_t *aborts_empty);
 /* Transaction objects allocated so far; an ended one is reused (T12). */
 uint64_t txn_allocs(txn_mgr *tm);
 

@@ -8,7 +8,9 @@
  *     an older tpfs made them): `tpfs check` names every such path with its
  *     mode and exits 1; a read-only mount is refused, naming them, and
  *     changes nothing; a read-write mount tightens each one, saying old ->
- *     new mode, serves the data, and the store checks clean after.
+ *     new mode, serves the data, and the store checks clean after;
+ *   - the daemon's log file STORE/tpfsd.log: 0600, named by `tpfs stat`,
+ *     kept by a detached daemon, turned over at 1 MiB (daemon_log_file).
  * The temporary directory is 0755 (fsutil), so that only the store's own
  * modes keep another user out.
  */
@@ -187,4 +189,60 @@ Test(private, loose_store_checked_refused_read_only_tightened, .init = setup, .f
 	cr_assert_eq(fsu_read_file(f, buf, sizeof buf), 5, "the data is served");
 	cr_assert_eq(memcmp(buf, "kept\n", 5), 0);
 	fsu_stop_check(); /* clean, private */
+}
+
+/* A file's text (at most cap - 1 bytes), or "" when it cannot be read. */
+static const char *slurp(const char *p, char *buf, size_t cap)
+{
+	ssize_t n = fsu_read_file(p, buf, cap - 1);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* The daemon's messages also go to STORE/tpfsd.log (tpfsd.c, Logging):
+ * 0600, so that `tpfs check` (C7) stays clean; named by `tpfs stat`; kept
+ * after the daemon detached (where syslog may be missing); and bounded:
+ * past 1 MiB it turns over to tpfsd.log.1. */
+Test(private, daemon_log_file, .init = setup, .fini = fsu_teardown, .timeout = 120)
+{
+	static char out[65536], buf[1 << 21];
+	char logf[600], old[600];
+	const char *tpfs = getenv("TPFS_BIN"), *tpfsd = getenv("TPFSD");
+	cr_assert(tpfs && tpfsd, "TPFS_BIN and TPFSD must be set");
+	snprintf(logf, sizeof logf, "%s/tpfsd.log", fsu_m.store);
+	snprintf(old, sizeof old, "%s/tpfsd.log.1", fsu_m.store);
+	cr_assert(strstr(slurp(logf, buf, sizeof buf), "mounted on"),
+		  "%s does not hold the daemon's \"mounted on\" message: \"%s\"", logf, buf);
+	cr_assert_eq(mode_of(logf), 0600u, "%s is not private (0600)", logf);
+	const char *st[] = {tpfs, "stat", fsu_m.mnt, NULL};
+	cr_assert_eq(run_capture(st, out, sizeof out), 0, "tpfs stat: %s", out);
+	cr_assert(has_line(out, "daemon messages", logf), "tpfs stat does not name %s: %s", logf, out);
+	fsu_stop_check(); /* clean: the log file is nothing open to others */
+	cr_assert(strstr(slurp(logf, buf, sizeof buf), "unmounted cleanly"), "%s lacks \"unmounted cleanly\": %s", logf,
+		  buf);
+
+	/* detached, with the file at its bound */
+	memset(buf, 'x', sizeof buf);
+	buf[0] = 'A';
+	buf[(1 << 20) - 101] = '\n';
+	cr_assert_eq(fsu_write_file(logf, buf, (1 << 20) - 100, 0600), 0);
+	const char *mnt[] = {tpfsd, fsu_m.store, fsu_m.mnt, NULL};
+	cr_assert_eq(run_capture(mnt, out, sizeof out), 0, "tpfsd (detached) failed: %s", out);
+	const char *um[] = {"/bin/fusermount3", "-u", fsu_m.mnt, NULL};
+	cr_assert_eq(run_capture(um, out, sizeof out), 0, "fusermount3 -u: %s", out);
+	int done = 0;
+	for (int i = 0; i < 200 && !done; i++) {
+		done = strstr(slurp(logf, buf, sizeof buf), "unmounted cleanly") != NULL;
+		if (!done)
+			usleep(100000);
+	}
+	cr_assert(done, "20 s after fusermount3 -u of a detached tpfsd, %s lacks \"unmounted cleanly\": \"%s\"", logf,
+		  buf);
+	cr_assert(strstr(buf, "mounted on"), "%s lacks the detached daemon's \"mounted on\": %s", logf, buf);
+	cr_assert(buf[0] != 'A' && strlen(buf) < 4096, "%s did not turn over at 1 MiB (%zu bytes)", logf, strlen(buf));
+	cr_assert_eq(slurp(old, buf, sizeof buf)[0], 'A', "%s does not hold the log before the turn", old);
+	cr_assert_eq(mode_of(old), 0600u, "%s is not private (0600)", old);
+	cr_assert_eq(mode_of(logf), 0600u, "%s is not private (0600)", logf);
+	const char *check[] = {tpfs, "check", fsu_m.store, NULL};
+	cr_assert_eq(run_capture(check, out, sizeof out), 0, "tpfs check with the log files in the store: %s", out);
 }

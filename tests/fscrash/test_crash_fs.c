@@ -42,7 +42,7 @@
  *      starting state.
  *
  * syncfs(2) is not a durability point: the kernel sends no request for it
- * to a FUSE daemon that is not virtiofs (README, "Known limit"), so the
+ * to a FUSE daemon that is not virtiofs (README, durability), so the
  * workload calls it but the checker does not count what it acknowledged.
  *
  * returned_calls_survive_kill9: rounds of writes, creates, renames and
@@ -55,6 +55,13 @@
  * commit_interval_kill: no call at all, but kill -9 only after the
  * commit interval has passed (lazy durability); everything must be
  * there.
+ *
+ * tpfs_sync_powercut: a new directory and files, no fsync, then
+ * syncfs(2) of the mount, a power cut that drops every unsynced store
+ * write: they are gone (the control: the cut has teeth).  The same with
+ * `tpfs sync MOUNTPOINT`, and with `tpfs sync` run inside the mount: all
+ * there, byte for byte.  commit_interval is an hour, so nothing else
+ * makes them durable.
  *
  * Everything but the moment of the kill follows from the seed; the store
  * and the oracle of a failed round are kept.
@@ -428,7 +435,7 @@ reaped:
 		failf(r, "after recovery: %s", msg);
 		goto out;
 	}
-	/* syncfs(2) never reaches a FUSE daemon (README, "Known limit"): it
+	/* syncfs(2) never reaches a FUSE daemon (README, durability): it
 	 * acknowledges nothing; every other sync does */
 	if (!r->sync_mount && r->pcut)
 		o.s_all = o.s_nosyncfs;
@@ -824,5 +831,143 @@ Test(fscrash, returned_calls_survive_kill9, .timeout = 180)
 	printf("fscrash returned_calls_kill9: %" PRIu64 " kill -9 points after %" PRIu64
 	       " calls without fsync, every one there after recovery (%.1f s)\n",
 	       r.points, calls, now() - t0);
+	fflush(stdout);
+}
+
+/* ---------------------------------------------------------------------- */
+/* tpfs sync, then a power cut                                            */
+
+/* commit_interval of an hour: nothing becomes durable by itself during the
+ * test, so only a sync can have saved what a power cut finds. */
+#define SYNC_TEST_OPTS MOUNT_OPTS ",commit_interval=3600000"
+#define ST_FILES 4
+
+static const size_t st_sizes[ST_FILES] = {100, 8500, 100 * 1024, 3}; /* 100 KiB: blocks stored in place */
+
+static void st_fill(char *buf, size_t n, int round, int k)
+{
+	for (size_t j = 0; j < n; j++)
+		buf[j] = (char)('a' + (j * 13 + (size_t)round * 7 + (size_t)k) % 26);
+}
+
+/* Round i: a new directory s<i> holding f0..f3 and a subdirectory, and
+ * f3 renamed to g3; no fsync, fdatasync or fsyncdir. */
+static void st_make(const run *r, int i)
+{
+	static char buf[100 * 1024];
+	char p[700], q[700];
+	snprintf(p, sizeof p, "%s/s%d", r->m.mnt, i);
+	cr_assert(mkdir(p, 0755) == 0, "mkdir %s: %s", p, strerror(errno));
+	snprintf(p, sizeof p, "%s/s%d/sub", r->m.mnt, i);
+	cr_assert(mkdir(p, 0700) == 0, "mkdir %s: %s", p, strerror(errno));
+	for (int k = 0; k < ST_FILES; k++) {
+		snprintf(p, sizeof p, "%s/s%d/f%d", r->m.mnt, i, k);
+		int fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+		cr_assert(fd >= 0, "create %s: %s", p, strerror(errno));
+		st_fill(buf, st_sizes[k], i, k);
+		cr_assert(write(fd, buf, st_sizes[k]) == (ssize_t)st_sizes[k], "write %s: %s", p, strerror(errno));
+		cr_assert(close(fd) == 0, "close %s: %s", p, strerror(errno));
+	}
+	snprintf(p, sizeof p, "%s/s%d/f3", r->m.mnt, i);
+	snprintf(q, sizeof q, "%s/s%d/g3", r->m.mnt, i);
+	cr_assert(rename(p, q) == 0, "rename %s: %s", p, strerror(errno));
+}
+
+/* After the power cut and recovery: 1 when round i's tree is there whole,
+ * 0 when its directory is gone; anything in between fails the test. */
+static int st_there(const run *r, int i, const char *how)
+{
+	static char buf[100 * 1024 + 1], want[100 * 1024];
+	char p[700];
+	struct stat sb;
+	snprintf(p, sizeof p, "%s/s%d", r->m.mnt, i);
+	if (stat(p, &sb) != 0) {
+		cr_assert(errno == ENOENT, "stat %s after recovery: %s", p, strerror(errno));
+		return 0;
+	}
+	snprintf(p, sizeof p, "%s/s%d/sub", r->m.mnt, i);
+	cr_assert(stat(p, &sb) == 0 && S_ISDIR(sb.st_mode), "after %s and a power cut: %s is missing: %s", how, p,
+		  strerror(errno));
+	for (int k = 0; k < ST_FILES; k++) {
+		snprintf(p, sizeof p, "%s/s%d/%c%d", r->m.mnt, i, k == 3 ? 'g' : 'f', k);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		cr_assert(fd >= 0, "after %s and a power cut: %s is missing: %s", how, p, strerror(errno));
+		ssize_t n = read(fd, buf, sizeof buf);
+		close(fd);
+		st_fill(want, st_sizes[k], i, k);
+		cr_assert(n == (ssize_t)st_sizes[k] && !memcmp(buf, want, st_sizes[k]),
+			  "after %s and a power cut: %s holds %zd bytes%s, not the %zu written", how, p, n,
+			  n == (ssize_t)st_sizes[k] ? " that differ" : "", st_sizes[k]);
+	}
+	snprintf(p, sizeof p, "%s/s%d/f3", r->m.mnt, i);
+	cr_assert(access(p, F_OK) != 0, "after %s and a power cut: %s is there: the rename was undone", how, p);
+	return 1;
+}
+
+/* kill -9, every store write since its file's last sync lost, mount again. */
+static void st_powercut(run *r)
+{
+	pcut_stats st;
+	tfs_kill9(&r->m);
+	cr_assert(pcut_apply(r->journal, r->m.store, 1, PCUT_DROP_ALL, &st) == 0,
+		  "the power cut could not be applied (see the pcut: message above)");
+	cr_assert(mount_again(r) == 0, "%s", r->fail);
+	r->points++;
+}
+
+/* README, durability: sync(1) and syncfs(2) never reach a FUSE daemon, and
+ * `tpfs sync MOUNTPOINT` makes everything on the mount durable.  Round 0
+ * shows the power cut has teeth: after syncfs of the mount it still takes
+ * a new directory and its files.  Rounds 1 and 2: after `tpfs sync M` (and
+ * `tpfs sync` with no argument, run inside the mount) everything is there
+ * after the same power cut. */
+Test(fscrash, tpfs_sync_powercut, .timeout = 120)
+{
+	static run r;
+	const char *tpfs = getenv("TPFS_BIN");
+	cr_assert(tpfs && access(tpfs, X_OK) == 0, "TPFS_BIN is not set to the tpfs tool (got %s)",
+		  tpfs ? tpfs : "nothing");
+	if (run_start(&r, 1, 0, 1) != 0)
+		cr_assert_fail("%s", r.fail);
+	r.opts = SYNC_TEST_OPTS;
+	cr_assert(tfs_stop(&r.m) == 0, "clean unmount failed");
+	cr_assert(mount_again(&r) == 0, "%s", r.fail);
+
+	/* 0: syncfs(2), as sync -f does: nothing reaches the daemon */
+	st_make(&r, 0);
+	int fd = open(r.m.mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(fd >= 0 && syncfs(fd) == 0, "syncfs %s: %s", r.m.mnt, strerror(errno));
+	close(fd);
+	st_powercut(&r);
+	cr_assert(st_there(&r, 0, "syncfs") == 0,
+		  "a new directory and its files, with only syncfs(2) of the mount after them, survived a power cut "
+		  "that drops every unsynced write: the power cut has no teeth, and the rounds with `tpfs sync` "
+		  "below prove nothing");
+
+	/* 1: tpfs sync MOUNTPOINT */
+	st_make(&r, 1);
+	cr_assert(tfs_sh(&r.m, "'%s' sync '%s'", tpfs, r.m.mnt) == 0, "tpfs sync %s failed", r.m.mnt);
+	st_powercut(&r);
+	cr_assert(st_there(&r, 1, "tpfs sync MOUNTPOINT") == 1,
+		  "`tpfs sync %s` returned 0, then a power cut: the directory s1 made before it is gone", r.m.mnt);
+
+	/* 2: tpfs sync, run in a directory of the mount */
+	st_make(&r, 2);
+	cr_assert(tfs_sh(&r.m, "cd s2/sub && env -u TPFS_MOUNT '%s' sync", tpfs) == 0, "tpfs sync (in %s/s2/sub) failed",
+		  r.m.mnt);
+	st_powercut(&r);
+	cr_assert(st_there(&r, 2, "tpfs sync") == 1,
+		  "`tpfs sync` in %s/s2/sub returned 0, then a power cut: the directory s2 made before it is gone",
+		  r.m.mnt);
+	cr_assert(st_there(&r, 1, "tpfs sync MOUNTPOINT") == 1, "s1 is gone after a later power cut");
+
+	/* not a tpfs mount: said so, exit 1 */
+	cr_assert(tfs_sh(&r.m, "'%s' sync '%s' 2>&1 | grep -q 'not on a tpfs mount$'", tpfs, r.m.dir) == 0,
+		  "`tpfs sync %s` (no tpfs mount) does not say \"not on a tpfs mount\"", r.m.dir);
+	cr_assert(tfs_sh(&r.m, "'%s' sync '%s' 2>/dev/null", tpfs, r.m.dir) == 1,
+		  "`tpfs sync %s` (no tpfs mount) does not exit 1", r.m.dir);
+	cr_assert(run_finish(&r) == 0, "%s", r.fail);
+	printf("fscrash tpfs_sync_powercut: %" PRIu64 " power cuts: syncfs lost a new tree, tpfs sync kept it\n",
+	       r.points);
 	fflush(stdout);
 }

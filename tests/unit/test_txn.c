@@ -199,9 +199,9 @@ Test(txn, first_change_after_a_checkpoint_logs_an_image)
 
 Test(txn, commit_is_durable_on_return)
 {
-	uint64_t p, c0, a0;
+	uint64_t p, c0, a0, e0;
 	make_pages(&p, 1);
-	txn_counts(E.tm, &c0, &a0);
+	txn_counts(E.tm, &c0, &a0, &e0);
 	txn *t = begin();
 	uint64_t id = txn_id(t);
 	cr_assert_eq(txn_active(E.tm), 1);
@@ -216,8 +216,8 @@ Test(txn, commit_is_durable_on_return)
 	cr_assert_eq(v[0].r.pgno, LOG_NOPAGE);
 	cr_assert_gt(log_durable(E.lg), v[0].r.lsn, "T1: the commit record is durable");
 	free(v);
-	uint64_t c1, a1;
-	txn_counts(E.tm, &c1, &a1);
+	uint64_t c1, a1, e1;
+	txn_counts(E.tm, &c1, &a1, &e1);
 	cr_assert_eq(c1, c0 + 1);
 	cr_assert_eq(a1, a0);
 
@@ -455,10 +455,31 @@ Test(txn, abort_writes_clrs_and_restores_before_images)
 	cr_assert_eq(v[8].r.type, OP_ABORT);
 	cr_assert_eq(v[8].r.flags, 0);
 	free(v);
-	uint64_t c, a;
-	txn_counts(E.tm, &c, &a);
+	uint64_t c, a, e;
+	txn_counts(E.tm, &c, &a, &e);
 	cr_assert_geq(a, 1);
 	cr_assert_eq(buf_pinned(E.bp), 0);
+}
+
+/* An abort with nothing to roll back (a call refused by a check before
+ * it changed anything: tpfs stat must not call it "rolled back") is
+ * counted apart from one that undid changes. */
+Test(txn, abort_counts_tell_empty_from_rolled_back)
+{
+	uint64_t p, c0, a0, e0, c1, a1, e1;
+	make_pages(&p, 1);
+	txn_counts(E.tm, &c0, &a0, &e0);
+	txn *t = begin();
+	cr_assert_eq(txn_abort(t), 0);
+	txn_counts(E.tm, &c1, &a1, &e1);
+	cr_assert_eq(a1, a0 + 1, "an abort is counted");
+	cr_assert_eq(e1, e0 + 1, "an abort of a transaction that logged nothing is counted as empty");
+	t = begin();
+	cr_assert_eq(op_page_set(t, p, BUF_HDR, "x", 1), 0);
+	cr_assert_eq(txn_abort(t), 0);
+	txn_counts(E.tm, &c0, &a0, &e0);
+	cr_assert_eq(a0, a1 + 1, "an abort is counted");
+	cr_assert_eq(e0, e1, "an abort that rolled a change back is not counted as empty");
 }
 
 Test(txn, nested_top_action_survives_abort)
