@@ -215,7 +215,7 @@ Test(private, daemon_log_file, .init = setup, .fini = fsu_teardown, .timeout = 1
 		  "%s does not hold the daemon's \"mounted on\" message: \"%s\"", logf, buf);
 	cr_assert_eq(mode_of(logf), 0600u, "%s is not private (0600)", logf);
 	const char *st[] = {tpfs, "stat", fsu_m.mnt, NULL};
-	cr_assert_eq(run_capture(st, out, sizeof out), 0, "tpfs stat: %s", out);
+	cr_assert_eq(fsu_run_capture(st, out, sizeof out), 0, "tpfs stat: %s", out);
 	cr_assert(has_line(out, "daemon messages", logf), "tpfs stat does not name %s: %s", logf, out);
 	fsu_stop_check(); /* clean: the log file is nothing open to others */
 	cr_assert(strstr(slurp(logf, buf, sizeof buf), "unmounted cleanly"), "%s lacks \"unmounted cleanly\": %s", logf,
@@ -227,9 +227,9 @@ Test(private, daemon_log_file, .init = setup, .fini = fsu_teardown, .timeout = 1
 	buf[(1 << 20) - 101] = '\n';
 	cr_assert_eq(fsu_write_file(logf, buf, (1 << 20) - 100, 0600), 0);
 	const char *mnt[] = {tpfsd, fsu_m.store, fsu_m.mnt, NULL};
-	cr_assert_eq(run_capture(mnt, out, sizeof out), 0, "tpfsd (detached) failed: %s", out);
+	cr_assert_eq(fsu_run_capture(mnt, out, sizeof out), 0, "tpfsd (detached) failed: %s", out);
 	const char *um[] = {"/bin/fusermount3", "-u", fsu_m.mnt, NULL};
-	cr_assert_eq(run_capture(um, out, sizeof out), 0, "fusermount3 -u: %s", out);
+	cr_assert_eq(fsu_run_capture(um, out, sizeof out), 0, "fusermount3 -u: %s", out);
 	int done = 0;
 	for (int i = 0; i < 200 && !done; i++) {
 		done = strstr(slurp(logf, buf, sizeof buf), "unmounted cleanly") != NULL;
@@ -244,5 +244,5 @@ Test(private, daemon_log_file, .init = setup, .fini = fsu_teardown, .timeout = 1
 	cr_assert_eq(mode_of(old), 0600u, "%s is not private (0600)", old);
 	cr_assert_eq(mode_of(logf), 0600u, "%s is not private (0600)", logf);
 	const char *check[] = {tpfs, "check", fsu_m.store, NULL};
-	cr_assert_eq(run_capture(check, out, sizeof out), 0, "tpfs check with the log files in the store: %s", out);
+	cr_assert_eq(fsu_run_capture(check, out, sizeof out), 0, "tpfs check with the log files in the store: %s", out);
 }
