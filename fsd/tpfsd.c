@@ -82,7 +82,15 @@ static const char usage[] =
 	"if it was not closed cleanly, before anything is mounted: recovery messages\n"
 	"and errors go to the terminal, and the exit status is 1 if the store cannot\n"
 	"be opened or the mount fails.  Then tpfsd detaches and logs to syslog\n"
-	"(facility daemon), unless -f or -d.\n"
+	"(facility daemon), unless -f or -d; a read-write mount also keeps its\n"
+	"messages in STORE/tpfsd.log (the last 1-2 MiB; `tpfs stat` names it).\n"
+	"\n"
+	"A store serves one mount.  tpfsd waits for a daemon still closing the store\n"
+	"(after an unmount), saying so, at most 120 s or $TPFS_LOCK_WAIT seconds,\n"
+	"and refuses a store mounted elsewhere, naming its daemon and mount point.\n"
+	"A dead mount of the same store on MOUNTPOINT (its daemon killed) is\n"
+	"cleared, with a message; a live tpfs mount of another store there is\n"
+	"refused: tpfsd never mounts on top of one.\n"
 	"\n"
 	"It runs until the file system is unmounted (fusermount3 -u MOUNTPOINT, or\n"
 	"umount MOUNTPOINT as root) or it receives SIGTERM, SIGINT or SIGHUP; then it\n"
@@ -128,7 +136,10 @@ static const char usage[] =
 	"  fsname=STORE          the source column of /proc/mounts and df: the\n"
 	"                        store's absolute path (may be overridden)\n"
 	"  subtype=tpfs          the type column: fuse.tpfs (may be overridden)\n"
-	"\n"
+	"\n";
+
+/* (in two strings: one would pass the 4095 characters C compilers must take) */
+static const char usage_more[] =
 	"Other options go to libfuse, which rejects those it does not know: mount\n"
 	"options (nosuid, nodev, noexec, suid, dev, noatime, allow_root,\n"
 	"auto_unmount, max_read=N, ...; see mount.fuse3(8)) and connection tuning\n"
@@ -982,6 +993,7 @@ int main(int argc, char **argv)
 	}
 	if (c.help) {
 		fputs(usage, stdout);
+		fputs(usage_more, stdout);
 		return 0;
 	}
 	if (c.version) {
