@@ -703,6 +703,7 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	}
 	to.readonly = f->opt.readonly;
 	to.quiet = f->opt.quiet;
+	to.progress = f->opt.progress || !f->opt.quiet;
 	to.logdir = f->opt.logdir;
 	to.background = 1; /* no file-system call waits for a checkpoint */
 	if ((rc = tp_open(store, &to, &f->env)) != 0) {

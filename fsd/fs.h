@@ -51,6 +51,7 @@ typedef struct fs_options {
 	int sync;               /* every call durable on return */
 	int readonly;
 	int quiet;
+	int progress; /* a long recovery shows how far it is on a terminal (tp.h) */
 	const char *logdir;     /* the store's log is here now, not where mkfs put it */
 } fs_options;
 

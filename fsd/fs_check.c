@@ -251,7 +251,7 @@ static void loose_path(void *arg, const char *path, unsigned mode, unsigned want
 int fs_check(const char *store, void *errp, int verbose)
 {
 	FILE *err = errp ? errp : stderr;
-	fs_options o = {.readonly = 1, .quiet = 1, .cache_pages = 4096};
+	fs_options o = {.readonly = 1, .quiet = 1, .progress = 1, .cache_pages = 4096};
 	ck kk = {.err = err}, *k = &kk;
 	fs *f;
 	int rc;

@@ -332,6 +332,7 @@ static int recover(const char *store, uint64_t lsn, int yes)
 	int rc;
 	tp_options_init(&o);
 	o.quiet = 1;
+	o.progress = 1;
 	o.discard_after = lsn;
 	if (lsn && !yes) { /* say what it would do, changing nothing */
 		o.readonly = 1;

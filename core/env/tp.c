@@ -348,7 +348,7 @@ static int env_open(const char *path, const tp_options *o, int recover, tp_env *
 		*out = env;
 		return 0;
 	}
-	if ((rc = rec_recover(env->lg, env->bp, m->ckpt_lsn, &env->tm, &env->rec)) != 0)
+	if ((rc = rec_recover(env->lg, env->bp, m->ckpt_lsn, env->opt.progress, &env->tm, &env->rec)) != 0)
 		goto err;
 	/* the checkpoint record itself is the one record of a clean store */
 	env->recovered = env->rec.records > 1 || env->rec.redone || env->rec.losers;

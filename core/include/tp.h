@@ -51,6 +51,9 @@ typedef struct tp_options {
 				    log.<index>.discarded-<LSN>; read-only: in memory
 				    only), then recovery runs as after a crash */
 	int quiet;               /* no progress or recovery messages */
+	int progress;            /* a recovery longer than half a second shows
+				    how far it is on stderr, if that is a
+				    terminal (even when quiet) */
 	int background;          /* a thread of the engine takes the checkpoints
 				    when they come due (also on an idle store),
 				    and one writes the log's full buffers (log.c

@@ -53,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "op.h"
 #include "tp.h"
@@ -324,7 +325,42 @@ int rec_ckpt_quiet(log_mgr *lg, uint64_t ckpt_lsn)
 	return quiet;
 }
 
-static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
+/* ---- progress on a terminal ---- */
+
+typedef struct prog {
+	int on;          /* asked for, and stderr is a terminal */
+	int shown;       /* a line is on the terminal */
+	uint64_t t0;     /* recovery began */
+	uint64_t next;   /* no new line before this time */
+	unsigned calls;  /* the clock is read every 256 calls */
+	uint64_t delay;  /* ns of recovery before the first line */
+} prog;
+
+/* Shows "PHASE: N%" (done of total) once recovery has run for the delay
+ * ($TPFS_PROGRESS_MS, default 500 ms), at most 4 times a second, over the
+ * line before. */
+static void prog_show(prog *p, const char *phase, uint64_t done, uint64_t total)
+{
+	if (!p->on || (p->calls++ & 255) != 0)
+		return;
+	uint64_t now = util_now_ns();
+	if (now < p->t0 + p->delay || now < p->next)
+		return;
+	p->next = now + 250000000u;
+	fprintf(stderr, "\rtpfs: recovery: %s %3u%%", phase, total ? (unsigned)(100 * done / total) : 100u);
+	fflush(stderr);
+	p->shown = 1;
+}
+
+/* Clears the progress line, if one was shown. */
+static void prog_end(prog *p)
+{
+	if (p->shown)
+		fprintf(stderr, "\r%40s\r", "");
+	p->shown = 0;
+}
+
+static int analyze(log_mgr *lg, uint64_t ckpt_lsn, prog *pg, analysis *a, rec_result *res)
 {
 	log_scan *s;
 	log_rec r;
@@ -334,9 +370,11 @@ static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 		return rc;
 	if ((rc = log_scan_open(lg, a->scan_from, &s)) != 0)
 		return rc;
+	uint64_t from = a->scan_from, end = log_end(lg);
 	while ((rc = log_scan_next(s, &r)) == 0) {
 		const op_def *op = op_get(r.type);
 		res->records++;
+		prog_show(pg, "analysis", r.lsn - from, end - from);
 		if (r.lsn == ckpt_lsn)
 			continue;
 		if (!op) {
@@ -377,7 +415,7 @@ static int analyze(log_mgr *lg, uint64_t ckpt_lsn, analysis *a, rec_result *res)
 	return rc == TP_ENOTFOUND ? 0 : rc;
 }
 
-static int redo(log_mgr *lg, buf_pool *bp, analysis *a, rec_result *res)
+static int redo(log_mgr *lg, buf_pool *bp, prog *pgs, analysis *a, rec_result *res)
 {
 	uint64_t start = a->redo_lsn;
 	log_scan *s;
@@ -390,9 +428,11 @@ static int redo(log_mgr *lg, buf_pool *bp, analysis *a, rec_result *res)
 	res->from_lsn = start;
 	if ((rc = log_scan_open(lg, start, &s)) != 0)
 		return rc;
+	uint64_t end = log_end(lg);
 	while ((rc = log_scan_next(s, &r)) == 0) {
 		const op_def *op = op_get(r.type);
 		buf_page *pg;
+		prog_show(pgs, "redo", r.lsn - start, end - start);
 		if (!op || !(op->flags & OPF_PAGE) || r.pgno == LOG_NOPAGE)
 			continue;
 		int full = (op->flags & OPF_FULLPAGE) != 0;
@@ -466,15 +506,18 @@ static int cmp_last_desc(const void *x, const void *y)
 	return a->last < b->last ? 1 : a->last > b->last ? -1 : 0;
 }
 
-int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec_result *res)
+int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, int progress, txn_mgr **tmp, rec_result *res)
 {
 	analysis a = {0};
 	txn_mgr *tm = NULL;
 	uint64_t t0 = util_now_ns();
+	const char *pd = getenv("TPFS_PROGRESS_MS");
+	prog pg = {.on = progress && isatty(STDERR_FILENO), .t0 = t0,
+		   .delay = (pd && *pd ? strtoull(pd, NULL, 10) : 500) * 1000000u};
 	int rc;
 
 	memset(res, 0, sizeof *res);
-	if ((rc = analyze(lg, ckpt_lsn, &a, res)) != 0)
+	if ((rc = analyze(lg, ckpt_lsn, &pg, &a, res)) != 0)
 		goto out;
 	if ((rc = txn_mgr_open(lg, bp, a.next_txid, &tm)) != 0)
 		goto out;
@@ -484,7 +527,7 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 			      util_errmsg(), a.max_pgno);
 		goto out;
 	}
-	if ((rc = redo(lg, bp, &a, res)) != 0)
+	if ((rc = redo(lg, bp, &pg, &a, res)) != 0)
 		goto out;
 	/* undo: newest loser first, every loser adopted with the pages it
 	 * freed first (R7) */
@@ -500,6 +543,8 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 	log_stats_get(lg, &before);
 	for (size_t i = 0; i < a.ntx; i++) {
 		txn *t = a.tx[i].t;
+		pg.calls = 0; /* (one look at the clock per loser) */
+		prog_show(&pg, "undo", i, a.ntx);
 		a.tx[i].t = NULL; /* ended by txn_abort, whatever it returns */
 		if ((rc = txn_abort(t)) != 0)
 			goto out;
@@ -511,6 +556,7 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tmp, rec
 		goto out;
 	res->ms = (util_now_ns() - t0) / 1000000;
 out:
+	prog_end(&pg);
 	free(a.tx);
 	free(a.dp.keys);
 	free(a.dp.vals);

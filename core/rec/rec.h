@@ -23,8 +23,10 @@ typedef struct rec_result {
 /* Recovers from the checkpoint at ckpt_lsn: builds the transaction table
  * (*tm, created here with the next free transaction id), repeats history
  * into the pool, rolls back the losers.  Pages are left dirty in the pool;
- * the caller checkpoints. */
-int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, txn_mgr **tm, rec_result *res);
+ * the caller checkpoints.  progress: a recovery that takes longer than
+ * half a second shows how far each pass is on stderr, if stderr is a
+ * terminal. */
+int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, int progress, txn_mgr **tm, rec_result *res);
 
 /* Takes a fuzzy checkpoint: writes back dirty pages, logs the transaction
  * and dirty-page tables, moves the master, recycles unneeded segments.

@@ -389,7 +389,7 @@ int su_engine_open(const char *store_dir, size_t frames, su_engine *e)
 		goto err;
 	if ((rc = buf_open(e->data, e->lg, sb->page_size, frames, 0, &e->bp)) != 0)
 		goto err;
-	if ((rc = rec_recover(e->lg, e->bp, m->ckpt_lsn, &e->tm, &e->rec)) != 0)
+	if ((rc = rec_recover(e->lg, e->bp, m->ckpt_lsn, 0, &e->tm, &e->rec)) != 0)
 		goto err;
 	return 0;
 err:
