@@ -7,10 +7,8 @@
  * Binding.  A transaction is bound to one process (the shell of txbegin,
  * txrun itself, a program using the client library).  A request belongs to
  * the transaction of the nearest process, among the requesting thread's
- * process and its ancestors, that is bound -- if the request is the
- * transaction's user's (or root's): another user's process started under a
- * member (su, a set-user-ID program) does not join it.  Processes are known by pid and
- * start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
+ * process and its ancestors, that is bound -- if the request's credentials
+ * are the transaction's user's (M1).  Processes are known by pid and start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
  * transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
  * and generation of the transaction table, and checked against the
@@ -21,6 +19,18 @@
  * it while it is younger than CACHE_TRUST_NS, and begin, commit and abort
  * find their caller's chain there too.  (A chain goes stale only when an
  * ancestor dies; what L2 does then is late by at most that long.)
+ *
+ *   M1  A request joins a transaction only if its user (the fsuid the
+ *       kernel sends with it) is the transaction's owner, or the owner is
+ *       root.  A set-user-ID-root program (or su, sudo, a daemon that
+ *       switches users) run by a member writes as root, or as its user,
+ *       with rights the owner does not have: such writes are plain calls,
+ *       committed at once and seen by everyone, and txabort cannot take
+ *       them back -- an unprivileged user must not roll back privileged
+ *       writes (issue 24, 5).  Root's transactions take every descendant
+ *       (root could undo those writes anyway, and `txrun -- make install`
+ *       stays whole when a tool drops its privileges).  The group is not
+ *       looked at: a set-group-ID program run by a member joins.
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -497,7 +507,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	int at = 0;
 	fs_tx *tx = n ? chain_tx(d, chain, n, &at) : NULL;
 	int under_bound = tx != NULL;
-	if (tx && uid != 0 && uid != fs_tx_uid(tx)) { /* another user's: not a member */
+	if (tx && uid != fs_tx_uid(tx) && fs_tx_uid(tx) != 0) { /* M1: another user's: not a member */
 		fs_tx_put(tx);
 		tx = NULL;
 	}
