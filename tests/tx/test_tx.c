@@ -2959,3 +2959,64 @@ Test(tx, setuid_program_does_not_join, .timeout = 60)
 		  "after root's txabort u/own reads \"%s\", expected \"v1\\n\"", buf);
 	finish();
 }
+
+/* M2 (fsd_tx.c, issue 24 item 6): txcommit while a background job of the
+ * shell still runs commits nothing -- exit 1, the running members named,
+ * the transaction still open; --force commits what the job wrote so far
+ * and cuts the job off: its next write fails with ECANCELED instead of
+ * being committed on its own; --wait waits for the job, then commits it
+ * whole. */
+Test(tx, commit_while_a_member_runs, .timeout = 90)
+{
+	char buf[4096], err_path[64];
+	const char *out;
+	need_tools();
+	snprintf(err_path, sizeof err_path, "/tmp/tpfs-stray-%d", (int)getpid());
+	unlink(err_path);
+	start();
+	put("out", "");
+	tsh *s = tsh_open("T", 1);
+	uint64_t id = s->txid;
+	SH_OK(s, "(echo first >> out; sleep 2; echo second >> out) 2>%s </dev/null >/dev/null &", err_path);
+	SH_OK(s, "i=0; until grep -q first out; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done");
+
+	int st = tsh_run(s, &out, "txcommit");
+	cr_expect(st == 1, "txcommit while a background member runs exited %d, expected 1 (refused); output: %s", st,
+		  out);
+	cr_expect(strstr(out, "still run") && strstr(out, "(sleep)"),
+		  "the refused txcommit does not name the running members (\"still run\", \"(sleep)\"): %s", out);
+	cr_expect(tx_listed(id), "transaction %llu is no longer open after a refused txcommit", (unsigned long long)id);
+	cr_expect(nm_read("out", buf, sizeof buf) == 0, "a non-member reads out as \"%s\" after the refused commit", buf);
+
+	st = tsh_run(s, &out, "txcommit --force");
+	cr_expect(st == 0 && strstr(out, "cut off") && strstr(out, "(sleep)"),
+		  "txcommit --force exited %d, expected 0 naming the members it cut off; output: %s", st, out);
+	cr_expect(nm_read("out", buf, sizeof buf) > 0 && !strcmp(buf, "first\n"),
+		  "after txcommit --force a non-member reads out as \"%s\", expected \"first\\n\"", buf);
+	/* the job's next write (after its sleep) must fail, not be committed */
+	double t0 = now_s();
+	struct stat est;
+	while (now_s() - t0 < 6 && (stat(err_path, &est) != 0 || est.st_size == 0))
+		msleep(50);
+	int fd = open(err_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	unlink(err_path);
+	cr_expect(n > 0 && strstr(buf, strerror(ECANCELED)),
+		  "the cut-off member's later write said \"%s\", expected an error \"%s\"", buf, strerror(ECANCELED));
+	cr_expect(nm_read("out", buf, sizeof buf) > 0 && !strcmp(buf, "first\n"),
+		  "out reads \"%s\" after the cut-off member's later write, expected \"first\\n\" (its write must "
+		  "not be committed on its own)",
+		  buf);
+
+	/* --wait: a new transaction of the same shell, a job, then its whole output */
+	SH_OK(s, "txbegin >/dev/null");
+	SH_OK(s, "(sleep 0.5; echo w1 >> w; sleep 0.3; echo w2 >> w) </dev/null >/dev/null 2>&1 &");
+	st = tsh_run(s, &out, "txcommit --wait");
+	cr_expect(st == 0, "txcommit --wait exited %d: %s", st, out);
+	cr_expect(nm_read("w", buf, sizeof buf) > 0 && !strcmp(buf, "w1\nw2\n"),
+		  "after txcommit --wait a non-member reads w as \"%s\", expected \"w1\\nw2\\n\"", buf);
+	finish();
+}
