@@ -7,10 +7,8 @@
  * Binding.  A transaction is bound to one process (the shell of txbegin,
  * txrun itself, a program using the client library).  A request belongs to
  * the transaction of the nearest process, among the requesting thread's
- * process and its ancestors, that is bound -- if the request is the
- * transaction's user's (or root's): another user's process started under a
- * member (su, a set-user-ID program) does not join it.  Processes are known by pid and
- * start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
+ * process and its ancestors, that is bound -- if the request's credentials
+ * are the transaction's user's (M1).  Processes are known by pid and start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
  * transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
  * and generation of the transaction table, and checked against the
@@ -21,6 +19,33 @@
  * it while it is younger than CACHE_TRUST_NS, and begin, commit and abort
  * find their caller's chain there too.  (A chain goes stale only when an
  * ancestor dies; what L2 does then is late by at most that long.)
+ *
+ *   M1  A request joins a transaction only if its user (the fsuid the
+ *       kernel sends with it) is the transaction's owner, or the owner is
+ *       root.  A set-user-ID-root program (or su, sudo, a daemon that
+ *       switches users) run by a member writes as root, or as its user,
+ *       with rights the owner does not have: such writes are plain calls,
+ *       committed at once and seen by everyone, and txabort cannot take
+ *       them back -- an unprivileged user must not roll back privileged
+ *       writes (issue 24, 5).  Root's transactions take every descendant
+ *       (root could undo those writes anyway, and `txrun -- make install`
+ *       stays whole when a tool drops its privileges).  The group is not
+ *       looked at: a set-group-ID program run by a member joins.
+ *
+ *   M2  A commit is refused (EBUSY, nothing changed, the transaction
+ *       still open) while other members run: live processes, not
+ *       zombies, that descend from the bound process (read through
+ *       /proc/PID/task/TID/children) or were seen as members (L2's
+ *       list), acting as the owner (M1), other than the committing
+ *       process and its ancestors.  Its answer names them (pid and
+ *       command; SHOW_OTHERS of them).  Committing then would apply half
+ *       of a job's output and let the rest go on as plain calls, each
+ *       committed on its own.  `tpfs.tx.commit.force` commits all the
+ *       same and cuts them off: each of them, and whatever it starts,
+ *       fails every later call with ECANCELED until it exits (MAX_OTHERS
+ *       of them at most), as L2's
+ *       orphans do -- also under a later transaction of the shell.
+ *       (txcommit --wait asks again until none is left: tools/tpfs_tx.c.)
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -137,6 +162,7 @@
 typedef struct proc {
 	pid_t pid, ppid, pgid, sid;
 	uint64_t start;
+	char state; /* R, S, D, T, Z (a zombie: it has exited), ... */
 	char comm[32];
 } proc;
 
@@ -264,6 +290,8 @@ static int proc_read(pid_t pid, proc *p)
 	char *s = r + 2, *save = NULL;
 	int field = 3;
 	for (char *tok = strtok_r(s, " ", &save); tok; tok = strtok_r(NULL, " ", &save), field++) {
+		if (field == 3)
+			p->state = tok[0];
 		if (field == 4)
 			p->ppid = (pid_t)strtol(tok, NULL, 10);
 		if (field == 5)
@@ -360,6 +388,17 @@ static int orphaned(fsd *d, const proc *chain, int n)
 			if (tx)
 				return 1;
 		}
+	return 0;
+}
+
+/* M2: a process of chain[0..n) was cut off from its transaction (a
+ * doomed entry).  Under x->mu. */
+static int cut_off(struct fsd_txs *x, const proc *chain, int n)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < x->nseen; j++)
+			if (x->seen[j].doomed && x->seen[j].pid == chain[i].pid && x->seen[j].start == chain[i].start)
+				return 1;
 	return 0;
 }
 
@@ -497,7 +536,17 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	int at = 0;
 	fs_tx *tx = n ? chain_tx(d, chain, n, &at) : NULL;
 	int under_bound = tx != NULL;
-	if (tx && uid != 0 && uid != fs_tx_uid(tx)) { /* another user's: not a member */
+	if (tx && __atomic_load_n(&x->ndoomed, __ATOMIC_RELAXED) > 0) {
+		pthread_mutex_lock(&x->mu);
+		int cut = cut_off(x, chain, at);
+		pthread_mutex_unlock(&x->mu);
+		if (cut) { /* M2: cut off by a forced commit, under a later transaction */
+			fs_tx_put(tx);
+			tx = NULL;
+			*refuse = 1;
+		}
+	}
+	if (tx && uid != fs_tx_uid(tx) && fs_tx_uid(tx) != 0) { /* M1: another user's: not a member */
 		fs_tx_put(tx);
 		tx = NULL;
 	}
@@ -505,7 +554,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	if (tx) /* the caller and its ancestors below the bound process */
 		for (int i = 0; i < at; i++)
 			seen_add(x, &chain[i], fs_tx_id(tx));
-	else if (!under_bound && n && (x->nseen || x->nrules || x->nb)) {
+	else if (!under_bound && !*refuse && n && (x->nseen || x->nrules || x->nb)) {
 		group_rules_now(d);
 		*refuse = orphaned(d, chain, n);
 	}
@@ -1243,13 +1292,182 @@ static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
 	return tx;
 }
 
-static void ctl_commit(fuse_req_t req, fsd *d, size_t size)
+/* ---- other members at commit (M2) ---- */
+
+#define MAX_OTHERS 64 /* other members cut off by a forced commit, at most */
+#define SHOW_OTHERS 8 /* named in an answer */
+#define MAX_WALK 4096 /* descendants looked at, at most */
+
+static int in_chain(const proc *chain, int n, pid_t pid, uint64_t start)
 {
-	char msg[600];
+	for (int i = 0; i < n; i++)
+		if (chain[i].pid == pid && chain[i].start == start)
+			return 1;
+	return 0;
+}
+
+/* Adds the children of pid (every thread's) to q[*nq..max). */
+static void children_of(pid_t pid, pid_t *q, int *nq, int max)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+	while (dir && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%.20s/children", (int)pid, de->d_name);
+		FILE *fp = fopen(path, "re");
+		long c;
+		while (fp && *nq < max && fscanf(fp, "%ld", &c) == 1)
+			q[(*nq)++] = (pid_t)c;
+		if (fp)
+			fclose(fp);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+/* Whether process p acts as uid (M1: its fsuid; any when uid is root). */
+static int acts_as(const proc *p, uid_t uid)
+{
+	char path[64], line[256];
+	int ok = uid == 0;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)p->pid);
+	FILE *fp = ok ? NULL : fopen(path, "re");
+	unsigned long r, e, sv, fsu;
+	while (fp && fgets(line, sizeof line, fp))
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &e, &sv, &fsu) == 4) {
+			ok = fsu == uid;
+			break;
+		}
+	if (fp)
+		fclose(fp);
+	return ok;
+}
+
+static void other_add(proc *out, int *nout, const proc *p)
+{
+	for (int k = 0; k < *nout; k++)
+		if (out[k].pid == p->pid && out[k].start == p->start)
+			return;
+	if (*nout < MAX_OTHERS)
+		out[(*nout)++] = *p;
+}
+
+/* M2: the members of tx alive besides the committer's chain[0..at] (the
+ * bound process is chain[at]): into out, at most MAX_OTHERS; their number
+ * (capped: more than MAX_OTHERS are counted as MAX_OTHERS + 1). */
+static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out)
+{
+	struct fsd_txs *x = d->txs;
+	uid_t uid = fs_tx_uid(tx);
+	int nout = 0, more = 0, nq = 0;
+	pid_t *q = malloc(MAX_WALK * sizeof *q);
+	if (q)
+		children_of(chain[at].pid, q, &nq, MAX_WALK);
+	for (int i = 0; q && i < nq; i++) {
+		proc p;
+		if (proc_read(q[i], &p) != 0 || p.state == 'Z' || p.state == 'X')
+			continue;
+		children_of(p.pid, q, &nq, MAX_WALK); /* (a member's children are members) */
+		if (in_chain(chain, at + 1, p.pid, p.start) || !acts_as(&p, uid))
+			continue;
+		if (nout == MAX_OTHERS)
+			more = 1;
+		other_add(out, &nout, &p);
+	}
+	free(q);
+	/* members seen before that left the bound process's tree (L2) */
+	seen_ent seen[MAX_OTHERS * 4];
+	int ns = 0;
+	pthread_mutex_lock(&x->mu);
+	for (int j = 0; j < x->nseen && ns < (int)(sizeof seen / sizeof *seen); j++)
+		if (x->seen[j].txid == fs_tx_id(tx) && !x->seen[j].doomed)
+			seen[ns++] = x->seen[j];
+	pthread_mutex_unlock(&x->mu);
+	for (int j = 0; j < ns; j++) {
+		proc p;
+		if (in_chain(chain, at + 1, seen[j].pid, seen[j].start) || proc_read(seen[j].pid, &p) != 0 ||
+		    p.start != seen[j].start || p.state == 'Z' || p.state == 'X' || !acts_as(&p, uid))
+			continue;
+		if (nout == MAX_OTHERS)
+			more = 1;
+		other_add(out, &nout, &p);
+	}
+	return nout + more;
+}
+
+/* "1234 (writer), 1240 (sleep)" */
+static void name_procs(char *buf, size_t size, const proc *v, int n, int more)
+{
+	size_t len = 0;
+	buf[0] = 0;
+	for (int k = 0; k < n && k < SHOW_OTHERS && len < size; k++) {
+		int w = snprintf(buf + len, size - len, "%s%d (%s)", k ? ", " : "", (int)v[k].pid, v[k].comm);
+		len += w > 0 ? (size_t)w : 0;
+	}
+	if ((more || n > SHOW_OTHERS) && len < size)
+		snprintf(buf + len, size - len, "%s", more ? " and still more" : " and more");
+}
+
+/* M2: p is cut off from its transaction: its calls, and those of what it
+ * starts, fail with ECANCELED until it exits. */
+static void cut_off_add(struct fsd_txs *x, const proc *p, uint64_t txid)
+{
+	pthread_mutex_lock(&x->mu);
+	int j;
+	for (j = 0; j < x->nseen && (x->seen[j].pid != p->pid || x->seen[j].start != p->start); j++)
+		;
+	if (j == x->nseen && x->nseen < MAX_SEEN)
+		x->seen[x->nseen++] = (seen_ent){.pid = p->pid, .start = p->start, .txid = txid};
+	if (j < x->nseen && !x->seen[j].doomed) {
+		x->seen[j].doomed = 1;
+		doomed_add(x, 1);
+	}
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void ctl_commit(fuse_req_t req, fsd *d, size_t size, const char *arg)
+{
+	const struct fuse_ctx *cx = fuse_req_ctx(req);
+	char msg[600], names[400];
+	proc chain[MAX_DEPTH], others[MAX_OTHERS];
+	int n = 0, at = 0, force = !strcmp(arg, ".force");
+	if (*arg && !force) {
+		answer(req, d, size, EINVAL, "unknown commit request (tpfs.tx.commit or tpfs.tx.commit.force)");
+		return;
+	}
 	fs_tx *tx = callers_tx(req, d, size);
 	if (!tx)
 		return;
+	int nothers = 0;
+	fs_tx *at_tx = chain_of(d, cx->pid, chain, &n) == 0 ? chain_tx(d, chain, n, &at) : NULL;
+	if (at_tx == tx)
+		nothers = other_members(d, tx, chain, at, others);
+	fs_tx_put(at_tx);
+	int shown = nothers < MAX_OTHERS ? nothers : MAX_OTHERS;
+	if (nothers)
+		name_procs(names, sizeof names, others, shown, nothers > MAX_OTHERS);
+	if (nothers && !force) {
+		snprintf(msg, sizeof msg,
+			 "transaction %" PRIu64 " not committed, still open: other members still run: %s "
+			 "(txcommit --wait waits for them; --force commits without them, and their later calls "
+			 "fail with ECANCELED)",
+			 fs_tx_id(tx), names);
+		fs_tx_put(tx);
+		answer(req, d, size, EBUSY, msg);
+		return;
+	}
+	for (int k = 0; k < shown; k++) /* M2: before the commit makes a new generation */
+		cut_off_add(d->txs, &others[k], fs_tx_id(tx));
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
+	if (nothers) {
+		size_t len = strlen(msg);
+		snprintf(msg + len, sizeof msg - len, "; cut off, their later calls fail with ECANCELED: %s", names);
+		fsd_log(LOG_INFO, "transaction %" PRIu64 " committed by force: other members cut off: %s", fs_tx_id(tx),
+			names);
+	}
 	tag_ended(d->txs, tx, rc == 0);
 	fs_tx_put(tx);
 	answer(req, d, size, -rc, msg); /* the reaper drops the binding in its next round */
@@ -1351,8 +1569,8 @@ void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
 	}
 	if (!strncmp(name, TPFS_TX_BEGIN, strlen(TPFS_TX_BEGIN)))
 		ctl_begin(req, d, size, name + strlen(TPFS_TX_BEGIN));
-	else if (!strcmp(name, TPFS_TX_COMMIT))
-		ctl_commit(req, d, size);
+	else if (!strncmp(name, TPFS_TX_COMMIT, strlen(TPFS_TX_COMMIT)))
+		ctl_commit(req, d, size, name + strlen(TPFS_TX_COMMIT));
 	else if (!strncmp(name, TPFS_TX_ABORT, strlen(TPFS_TX_ABORT)))
 		ctl_abort(req, d, size, name + strlen(TPFS_TX_ABORT));
 	else if (!strncmp(name, TPFS_TX_STATUS, strlen(TPFS_TX_STATUS)))

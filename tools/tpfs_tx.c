@@ -52,6 +52,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tpfs_tx.h"
@@ -422,6 +423,25 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 int tpfs_tx_commit(const char *mount, char *msg, size_t msgsize)
 {
 	return request(mount, TPFS_TX_COMMIT, msg, msgsize);
+}
+
+int tpfs_tx_commit_flags(const char *mount, int flags, char *msg, size_t msgsize)
+{
+	int rc;
+	if ((flags & ~(TPFS_TX_COMMIT_WAIT | TPFS_TX_COMMIT_FORCE)) ||
+	    flags == (TPFS_TX_COMMIT_WAIT | TPFS_TX_COMMIT_FORCE)) {
+		tpfs_tx_say(msg, msgsize, "bad commit flags %#x", (unsigned)flags);
+		return EINVAL;
+	}
+	if (flags & TPFS_TX_COMMIT_FORCE)
+		return request(mount, TPFS_TX_COMMIT ".force", msg, msgsize);
+	/* C1's exception: a refused commit (EBUSY) changed nothing, so it is
+	 * asked again */
+	while ((rc = request(mount, TPFS_TX_COMMIT, msg, msgsize)) == EBUSY && (flags & TPFS_TX_COMMIT_WAIT)) {
+		struct timespec ts = {0, 50000000L};
+		nanosleep(&ts, NULL);
+	}
+	return rc;
 }
 
 int tpfs_tx_abort(const char *mount, char *msg, size_t msgsize)

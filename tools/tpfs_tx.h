@@ -202,7 +202,9 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
  * tpfs_tx_commit -- commit the caller's transaction on mount: on success
  * every change of the transaction is applied atomically and is durable;
  * msg says what was committed.  On failure nothing was applied and the
- * transaction has ended all the same (the message says why).
+ * transaction has ended all the same (the message says why) -- except
+ * EBUSY: other members still run, and nothing changed (see
+ * tpfs_tx_commit_flags).
  *
  * Errors:
  *   ESRCH   the caller is in no transaction on this mount (the message
@@ -215,6 +217,28 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
  *   and the channel's errors.
  */
 int tpfs_tx_commit(const char *mount, char *msg, size_t msgsize);
+
+/* tpfs_tx_commit_flags flags */
+#define TPFS_TX_COMMIT_WAIT 1  /* while other members run, wait for them to exit */
+#define TPFS_TX_COMMIT_FORCE 2 /* commit while other members run; cut them off */
+
+/*
+ * tpfs_tx_commit_flags -- tpfs_tx_commit, and what to do while other
+ * member processes still run (live processes of the transaction other
+ * than the caller and its ancestors: a background job of the shell).
+ * With flags 0 (as tpfs_tx_commit) the daemon then refuses: EBUSY,
+ * nothing changed, the transaction still open, msg naming them (pid and
+ * command).  TPFS_TX_COMMIT_WAIT asks again every 50 ms until none is
+ * left, then commits (for ever, if one never exits).  TPFS_TX_COMMIT_FORCE
+ * commits the state of that moment, and the others are cut off: every
+ * later call of theirs, and of what they start, fails with ECANCELED
+ * until they exit (msg names them).
+ *
+ * Errors: those of tpfs_tx_commit, and
+ *   EBUSY   (flags 0) other members still run; the transaction is open
+ *   EINVAL  unknown flags, or both
+ */
+int tpfs_tx_commit_flags(const char *mount, int flags, char *msg, size_t msgsize);
 
 /*
  * tpfs_tx_abort -- abort the caller's transaction on mount: all of its

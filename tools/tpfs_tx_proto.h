@@ -13,7 +13,10 @@
  * Names:
  *   tpfs.tx.begin.PID      begin a transaction bound to process PID (the
  *                          caller or one of its ancestors; same user or root)
- *   tpfs.tx.commit         commit the caller's transaction (durable on return)
+ *   tpfs.tx.commit         commit the caller's transaction (durable on return);
+ *                          refused (EBUSY) while other members run
+ *   tpfs.tx.commit.force   commit it all the same; those members are cut off
+ *                          (their later calls fail with ECANCELED)
  *   tpfs.tx.abort          abort the caller's transaction
  *   tpfs.tx.abort.ID       abort transaction ID (its owner, or root)
  *   tpfs.tx.status         the caller's transaction, as text
@@ -34,6 +37,8 @@
  *   EBUSY   begin: the process is already in a transaction
  *   EPERM   begin: PID is another user's, or not the caller or an ancestor
  *   ESRCH   begin: no such process; commit/abort/status: no transaction
+ *   EBUSY   commit: other member processes still run (named); nothing
+ *           changed, the transaction is still open
  *   EDEADLK commit: the transaction was a deadlock victim (retry it)
  *   ECONNABORTED commit: the transaction was aborted (its process exited,
  *           the administrator killed it, the daemon restarted)

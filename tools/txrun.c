@@ -46,7 +46,10 @@ static const char usage[] =
 	"  and everything it starts are members), and waits for it.  If CMD exits\n"
 	"  0, txrun commits: every change is applied atomically and durably, or\n"
 	"  none is and txrun says why.  Otherwise it aborts: nothing CMD changed on\n"
-	"  the mount remains.\n"
+	"  the mount remains.  If CMD exits 0 while processes it started still\n"
+	"  run as members (in the background), txrun commits nothing: it names\n"
+	"  them, exits 1, and the transaction is aborted as txrun exits (their\n"
+	"  later calls fail with ECANCELED).\n"
 	"\n"
 	"  A transaction chosen as a deadlock victim (its commit failed with a\n"
 	"  deadlock, or CMD failed while its transaction was doomed by one) is run\n"
@@ -215,6 +218,10 @@ static int attempt(const char *mount, char **cmd, int left, uint64_t *id, int *v
 	if (st == 0) {
 		if ((rc = tpfs_tx_commit(mount, msg, sizeof msg)) == 0)
 			return 0;
+		if (rc == EBUSY) { /* other members still run: aborted as txrun exits (the reaper) */
+			fprintf(stderr, "txrun: %s: %s; aborted\n", mount, msg);
+			return 1;
+		}
 		if (!(*victim = rc == EDEADLK && may_retry(left)))
 			fprintf(stderr, "txrun: %s: %s\n", mount, msg);
 		return 1;

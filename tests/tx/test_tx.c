@@ -42,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -351,6 +353,25 @@ static int helper(int argc, char **argv)
 		printf("%.*s\n", (int)st.st_size, pv ? (const char *)pv : "");
 		return 0;
 	}
+	if (!strcmp(op, "as") && argc == 4) {
+		/* what a set-user-ID program does: switch the effective (and so
+		 * the file-system) user to UID, then append a line to FILE
+		 * (needs CAP_SETUID: tsh_open_as) */
+		uid_t u = (uid_t)strtoul(argv[1], NULL, 10);
+		if (setresuid((uid_t)-1, u, (uid_t)-1) != 0) {
+			printf("setresuid(-1, %u, -1): %s\n", (unsigned)u, strerror(errno));
+			return 1;
+		}
+		int fd = open(argv[2], O_WRONLY | O_APPEND | O_CLOEXEC);
+		size_t len = strlen(argv[3]);
+		char line[512];
+		snprintf(line, sizeof line, "%s\n", argv[3]);
+		if (fd < 0 || write(fd, line, len + 1) != (ssize_t)(len + 1) || close(fd) != 0) {
+			printf("append to %s as uid %u: %s\n", argv[2], (unsigned)u, strerror(errno));
+			return 1;
+		}
+		return 0;
+	}
 	fprintf(stderr, "test_tx --helper: unknown request %s\n", op);
 	return 2;
 }
@@ -470,8 +491,25 @@ static void close_fds_from(int lowest)
 		close(fd);
 }
 
-/* A shell in the mount; bound (bind != 0) to a new transaction at birth. */
-static tsh *tsh_open(const char *name, int bind)
+/* The calling child becomes uid (and gid) uid, keeping CAP_SETUID across
+ * exec (an ambient capability): its commands can do what a set-user-ID
+ * program does (helper "as").  0 on success. */
+static int become_with_setuid(uid_t uid)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct c[2];
+	memset(c, 0, sizeof c);
+	c[0].effective = c[0].permitted = c[0].inheritable = 1u << CAP_SETUID;
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+	    setresuid(uid, uid, uid) != 0 || syscall(SYS_capset, &h, c) != 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETUID, 0, 0) != 0)
+		return -1;
+	return 0;
+}
+
+/* A shell in the mount; bound (bind != 0) to a new transaction at birth;
+ * run as uid (not 0: with CAP_SETUID kept, become_with_setuid). */
+static tsh *tsh_open_as(const char *name, int bind, uid_t uid)
 {
 	int pin[2], pout[2];
 	cr_assert(g_nsh < MAX_SH);
@@ -488,6 +526,12 @@ static tsh *tsh_open(const char *name, int bind)
 		dup2(pout[1], 1);
 		dup2(pout[1], 2);
 		close_fds_from(3);
+		if (uid && become_with_setuid(uid) != 0) {
+			snprintf(line, sizeof line, "@@TX cannot become uid %u: %s\n", (unsigned)uid, strerror(errno));
+			if (write(1, line, strlen(line)) < 0)
+				_exit(125);
+			_exit(124);
+		}
 		if (chdir(g_m.mnt) != 0)
 			_exit(126);
 		unsetenv("BXFI_MAP"); /* Criterion's, not the helper's */
@@ -535,6 +579,8 @@ static tsh *tsh_open(const char *name, int bind)
 	s->len = rest;
 	return s;
 }
+
+static tsh *tsh_open(const char *name, int bind) { return tsh_open_as(name, bind, 0); }
 
 /* Starts a command in the shell (stdin /dev/null, stderr into stdout). */
 static void tsh_send(tsh *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -2844,5 +2890,133 @@ Test(tx, long_symlink_in_transaction, .timeout = 60)
 			watchdog_pid();
 		}
 	}
+	finish();
+}
+
+/* M1 (fsd_tx.c, issue 24 item 5): a request joins a transaction only with
+ * its owner's user (fsuid), or when the owner is root.  A non-root user's
+ * shell in a transaction runs what set-user-ID programs do: one switches
+ * to root and appends to a root-owned log, one to another user and appends
+ * to that user's file.  Both appends are plain calls: non-members see them
+ * at once, and the user's txabort cannot take them back; the user's own
+ * write in the same shell is still the transaction's, and rolled back.
+ * Root's transaction, on the other hand, takes a descendant that switched
+ * to another user. */
+Test(tx, setuid_program_does_not_join, .timeout = 60)
+{
+	char buf[4096];
+	const uid_t user = 65534, other = 65533;
+	start();
+	/* the shell as user starts in the mount: let others search the test's
+	 * temporary directory (mkdtemp made it 0700) */
+	cr_assert(chmod(g_m.dir, 0711) == 0);
+	put("log", "boot\n"); /* root's, 0644 */
+	cr_assert(mkdir(mp("u"), 0755) == 0 && chown(mp("u"), user, user) == 0);
+	put("u/own", "v1\n");
+	cr_assert(chown(mp("u/own"), user, user) == 0);
+	cr_assert(mkdir(mp("o"), 0755) == 0 && chown(mp("o"), other, other) == 0);
+	put("o/f", "o1\n");
+	cr_assert(chown(mp("o/f"), other, other) == 0);
+
+	tsh *s = tsh_open_as("U", 1, user);
+	SH_OK(s, "echo member >> u/own");
+	SH_OK(s, HELPER "as 0 log privileged");
+	SH_OK(s, HELPER "as %u o/f by-other", (unsigned)other);
+	mcheck(s, "boot\nprivileged", "cat log");
+	mcheck(s, "v1\nmember", "cat u/own");
+
+	/* non-members see the set-user-ID writes at once, not the member's */
+	cr_expect(nm_read("log", buf, sizeof buf) > 0 && !strcmp(buf, "boot\nprivileged\n"),
+		  "a non-member reads log as \"%s\" before txabort: the append of uid 0 under the transaction of "
+		  "uid %u must be a plain call, seen at once (\"boot\\nprivileged\\n\")",
+		  buf, (unsigned)user);
+	cr_expect(nm_read("o/f", buf, sizeof buf) > 0 && !strcmp(buf, "o1\nby-other\n"),
+		  "a non-member reads o/f as \"%s\" before txabort, expected \"o1\\nby-other\\n\" (uid %u's append "
+		  "is not uid %u's transaction's)",
+		  buf, (unsigned)other, (unsigned)user);
+	cr_expect(nm_read("u/own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "a non-member reads u/own as \"%s\" before txabort: the member's own write leaked", buf);
+
+	SH_OK(s, HELPER "proto tpfs.tx.abort");
+	cr_expect(nm_read("log", buf, sizeof buf) > 0 && !strcmp(buf, "boot\nprivileged\n"),
+		  "after uid %u's txabort log reads \"%s\": an unprivileged user rolled back root's append", (unsigned)user,
+		  buf);
+	cr_expect(nm_read("o/f", buf, sizeof buf) > 0 && !strcmp(buf, "o1\nby-other\n"),
+		  "after uid %u's txabort o/f reads \"%s\": uid %u's append was rolled back", (unsigned)user, buf,
+		  (unsigned)other);
+	cr_expect(nm_read("u/own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "after txabort u/own reads \"%s\": the member's own write was not rolled back", buf);
+
+	/* root's transaction: a descendant that switched to uid user joins it */
+	tsh *r = tsh_open("R", 1);
+	SH_OK(r, HELPER "as %u u/own rootjob", (unsigned)user);
+	cr_expect(nm_read("u/own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "u/own reads \"%s\" to a non-member while root's transaction is open: the write of root's "
+		  "descendant that switched to uid %u must be the transaction's",
+		  buf, (unsigned)user);
+	tsh_abort(r);
+	cr_expect(nm_read("u/own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "after root's txabort u/own reads \"%s\", expected \"v1\\n\"", buf);
+	finish();
+}
+
+/* M2 (fsd_tx.c, issue 24 item 6): txcommit while a background job of the
+ * shell still runs commits nothing -- exit 1, the running members named,
+ * the transaction still open; --force commits what the job wrote so far
+ * and cuts the job off: its next write fails with ECANCELED instead of
+ * being committed on its own; --wait waits for the job, then commits it
+ * whole. */
+Test(tx, commit_while_a_member_runs, .timeout = 90)
+{
+	char buf[4096], err_path[64];
+	const char *out;
+	need_tools();
+	snprintf(err_path, sizeof err_path, "/tmp/tpfs-stray-%d", (int)getpid());
+	unlink(err_path);
+	start();
+	put("out", "");
+	tsh *s = tsh_open("T", 1);
+	uint64_t id = s->txid;
+	SH_OK(s, "(echo first >> out; sleep 2; echo second >> out) 2>%s </dev/null >/dev/null &", err_path);
+	SH_OK(s, "i=0; until grep -q first out; do i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done");
+
+	int st = tsh_run(s, &out, "txcommit");
+	cr_expect(st == 1, "txcommit while a background member runs exited %d, expected 1 (refused); output: %s", st,
+		  out);
+	cr_expect(strstr(out, "still run") && strstr(out, "(sleep)"),
+		  "the refused txcommit does not name the running members (\"still run\", \"(sleep)\"): %s", out);
+	cr_expect(tx_listed(id), "transaction %llu is no longer open after a refused txcommit", (unsigned long long)id);
+	cr_expect(nm_read("out", buf, sizeof buf) == 0, "a non-member reads out as \"%s\" after the refused commit", buf);
+
+	st = tsh_run(s, &out, "txcommit --force");
+	cr_expect(st == 0 && strstr(out, "cut off") && strstr(out, "(sleep)"),
+		  "txcommit --force exited %d, expected 0 naming the members it cut off; output: %s", st, out);
+	cr_expect(nm_read("out", buf, sizeof buf) > 0 && !strcmp(buf, "first\n"),
+		  "after txcommit --force a non-member reads out as \"%s\", expected \"first\\n\"", buf);
+	/* the job's next write (after its sleep) must fail, not be committed */
+	double t0 = now_s();
+	struct stat est;
+	while (now_s() - t0 < 6 && (stat(err_path, &est) != 0 || est.st_size == 0))
+		msleep(50);
+	int fd = open(err_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	unlink(err_path);
+	cr_expect(n > 0 && strstr(buf, strerror(ECANCELED)),
+		  "the cut-off member's later write said \"%s\", expected an error \"%s\"", buf, strerror(ECANCELED));
+	cr_expect(nm_read("out", buf, sizeof buf) > 0 && !strcmp(buf, "first\n"),
+		  "out reads \"%s\" after the cut-off member's later write, expected \"first\\n\" (its write must "
+		  "not be committed on its own)",
+		  buf);
+
+	/* --wait: a new transaction of the same shell, a job, then its whole output */
+	SH_OK(s, "txbegin >/dev/null");
+	SH_OK(s, "(sleep 0.5; echo w1 >> w; sleep 0.3; echo w2 >> w) </dev/null >/dev/null 2>&1 &");
+	st = tsh_run(s, &out, "txcommit --wait");
+	cr_expect(st == 0, "txcommit --wait exited %d: %s", st, out);
+	cr_expect(nm_read("w", buf, sizeof buf) > 0 && !strcmp(buf, "w1\nw2\n"),
+		  "after txcommit --wait a non-member reads w as \"%s\", expected \"w1\\nw2\\n\"", buf);
 	finish();
 }
