@@ -6,8 +6,10 @@
  * the text "ERRNO MESSAGE".  The design, and its rules:
  *   C1  begin, commit and abort change state: they are asked exactly once,
  *       with a buffer of TPFS_TX_ANSWER_MAX bytes (their answers are
- *       shorter), never probed with size 0 (that would run them) and never
- *       retried (a second commit would not be the first one's answer).
+ *       shorter), never probed with size 0 (a daemon of protocol version
+ *       1 would run them; version 2 answers a probe with the buffer's size
+ *       and does nothing) and never retried (a second commit would not be
+ *       the first one's answer).
  *   C2  status changes nothing: on ERANGE it is probed with size 0 for the
  *       answer's length and asked again larger, up to the kernel's xattr
  *       limit (XATTR_SIZE_MAX; beyond it the kernel answers E2BIG).
