@@ -244,6 +244,12 @@ int fs_tx_holds(fs_tx *tx, uint64_t ino);
  * and "": a live shell's transaction is never named to another. */
 int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size);
 int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size);
+/* One page of the report of every transaction uid may see: those whose
+ * id is below before (0: from the newest), newest first, as many as fit
+ * in size bytes with room to spare; the pages' texts one after the other
+ * are one report (JSON: one document).  Its length, or -ERANGE; *next:
+ * the before of the next page, 0 after the last. */
+int fs_tx_report_page(fs *f, uid_t uid, int json, uint64_t before, char *buf, size_t size, uint64_t *next);
 /* X5: breaks deadlocks that pass through the kernel.  A request that waits
  * here for a transaction's lock may hold a kernel lock (a file's i_rwsem
  * during a write, a directory's during a create) that the transaction's

@@ -58,6 +58,7 @@ typedef struct fs_refent {
 } fs_refent;
 
 #define FS_REF_BUCKETS 4096
+#define FS_TX_PID_BUCKETS 1024 /* fs_tx_of, fs_tx_by_id: a table of thousands is looked up per request */
 
 struct fs {
 	tp_env *env;
@@ -77,7 +78,9 @@ struct fs {
 
 	/* user transactions (fs_tx.c) */
 	pthread_mutex_t txmu;       /* txs, history, next_txid */
-	fs_tx *txs;                 /* open ones (active or doomed) */
+	fs_tx *txs;                 /* open ones (active or doomed), newest first */
+	fs_tx *bypid[FS_TX_PID_BUCKETS]; /* the same, chained by their bound pid (fs_tx_of) */
+	fs_tx *byid[FS_TX_PID_BUCKETS];  /* ... and by id (fs_tx_by_id) */
 	int ntx;                    /* how many: read without txmu as a hint */
 	int root_private;           /* how many of them changed the root inode (fs_tx_root_changed) */
 	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */

@@ -85,6 +85,8 @@ struct fs_tx {
 	struct timespec born;
 	int refs;                /* under f->txmu */
 	fs_tx *next;             /* f->txs, under f->txmu */
+	fs_tx **prevp;           /* what points to it in f->txs, under f->txmu */
+	fs_tx *pidnext, *idnext; /* f->bypid[pid_bucket(pid)], f->byid[id % FS_TX_PID_BUCKETS], under f->txmu */
 	int listed;              /* in f->txs, under f->txmu */
 
 	pthread_mutex_t mu;      /* X1: member calls, commit and abort */
@@ -190,14 +192,24 @@ static void history_add(fs *f, const fs_tx *tx, const char *fmt, ...)
 	pthread_mutex_unlock(&f->txmu);
 }
 
+static unsigned pid_bucket(pid_t pid) { return (unsigned)pid % FS_TX_PID_BUCKETS; }
+
 static void unlist(fs_tx *tx)
 {
 	fs *f = tx->f;
 	pthread_mutex_lock(&f->txmu);
 	if (tx->listed) {
-		for (fs_tx **pp = &f->txs; *pp; pp = &(*pp)->next)
+		*tx->prevp = tx->next;
+		if (tx->next)
+			tx->next->prevp = tx->prevp;
+		for (fs_tx **pp = &f->bypid[pid_bucket(tx->pid)]; *pp; pp = &(*pp)->pidnext)
 			if (*pp == tx) {
-				*pp = tx->next;
+				*pp = tx->pidnext;
+				break;
+			}
+		for (fs_tx **pp = &f->byid[tx->id % FS_TX_PID_BUCKETS]; *pp; pp = &(*pp)->idnext)
+			if (*pp == tx) {
+				*pp = tx->idnext;
 				break;
 			}
 		tx->listed = 0;
@@ -243,7 +255,14 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	tx->refs = 2; /* the table's and the caller's */
 	tx->listed = 1;
 	tx->next = f->txs;
+	tx->prevp = &f->txs;
+	if (f->txs)
+		f->txs->prevp = &tx->next;
 	f->txs = tx;
+	tx->idnext = f->byid[tx->id % FS_TX_PID_BUCKETS];
+	f->byid[tx->id % FS_TX_PID_BUCKETS] = tx;
+	tx->pidnext = f->bypid[pid_bucket(pid)];
+	f->bypid[pid_bucket(pid)] = tx;
 	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_tx.c need_wake) */
 	__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&f->txmu);
@@ -256,12 +275,14 @@ err:
 	return fs_errno(rc);
 }
 
-static fs_tx *find(fs *f, int (*match)(const fs_tx *, const void *), const void *key)
+fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start)
 {
 	fs_tx *found = NULL;
+	if (!fs_tx_count(f))
+		return NULL;
 	pthread_mutex_lock(&f->txmu);
-	for (fs_tx *tx = f->txs; tx; tx = tx->next)
-		if (match(tx, key)) {
+	for (fs_tx *tx = f->bypid[pid_bucket(pid)]; tx; tx = tx->pidnext)
+		if (tx->pid == pid && tx->start == start) {
 			tx->refs++;
 			found = tx;
 			break;
@@ -270,26 +291,19 @@ static fs_tx *find(fs *f, int (*match)(const fs_tx *, const void *), const void 
 	return found;
 }
 
-typedef struct pid_key {
-	pid_t pid;
-	uint64_t start;
-} pid_key;
-
-static int match_pid(const fs_tx *tx, const void *key)
+fs_tx *fs_tx_by_id(fs *f, uint64_t id)
 {
-	const pid_key *k = key;
-	return tx->pid == k->pid && tx->start == k->start;
+	fs_tx *found = NULL;
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *tx = f->byid[id % FS_TX_PID_BUCKETS]; tx; tx = tx->idnext)
+		if (tx->id == id) {
+			tx->refs++;
+			found = tx;
+			break;
+		}
+	pthread_mutex_unlock(&f->txmu);
+	return found;
 }
-
-static int match_id(const fs_tx *tx, const void *key) { return tx->id == *(const uint64_t *)key; }
-
-fs_tx *fs_tx_of(fs *f, pid_t pid, uint64_t start)
-{
-	pid_key k = {pid, start};
-	return fs_tx_count(f) ? find(f, match_pid, &k) : NULL;
-}
-
-fs_tx *fs_tx_by_id(fs *f, uint64_t id) { return find(f, match_id, &id); }
 
 void fs_tx_put(fs_tx *tx)
 {
@@ -1179,6 +1193,47 @@ int fs_tx_report(fs *f, fs_tx *only, uid_t uid, int json, char *buf, size_t size
 	else if (!n)
 		out(&o, "no open transactions\n");
 	return o.len < size ? (int)o.len : -ERANGE;
+}
+
+int fs_tx_report_page(fs *f, uid_t uid, int json, uint64_t before, char *buf, size_t size, uint64_t *next)
+{
+	outbuf o = {buf, size, 0};
+	const size_t tail = 32; /* room for the end: "]}\n", "no open transactions\n" */
+	uint64_t last = 0;      /* the id of the last transaction listed */
+	int n = 0, full = 0;
+	*next = 0;
+	if (size <= tail)
+		return -ERANGE;
+	buf[0] = 0;
+	if (json && !before)
+		out(&o, "{\"transactions\":[");
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *tx = f->txs; tx; tx = tx->next) { /* newest first: ids descend */
+		if ((before && tx->id >= before) || (uid != 0 && tx->uid != uid))
+			continue;
+		size_t was = o.len;
+		report_one(&o, tx, json, !before && n == 0);
+		if (o.len + tail >= size) {
+			o.len = was;
+			full = 1;
+			break;
+		}
+		last = tx->id;
+		n++;
+	}
+	pthread_mutex_unlock(&f->txmu);
+	buf[o.len] = 0;
+	if (full && n == 0)
+		return -ERANGE; /* (never: one report is far shorter than a page) */
+	if (full) {
+		*next = last;
+		return (int)o.len;
+	}
+	if (json)
+		out(&o, "]}\n");
+	else if (!before && !n)
+		out(&o, "no open transactions\n");
+	return (int)o.len;
 }
 
 int fs_tx_history(fs *f, uid_t uid, const pid_t *chain, int n, char *buf, size_t size)

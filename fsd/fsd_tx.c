@@ -65,6 +65,29 @@
  *       by the first call under no bound process that finds the bound one
  *       dead, whichever comes first).
  *
+ * The table (T1-T3): every open transaction has a binding (its bound
+ * process's pidfd, a reference to it, its user).
+ *   T1  At most table_max are open: TABLE_MAX, or fewer when the daemon
+ *       may open fewer files (one pidfd each, TABLE_FDS kept for the rest;
+ *       the soft limit is raised to the hard one first).
+ *   T2  One user cannot deny others: a begin asked by a user other than
+ *       root fails with EAGAIN, before anything is begun, when that user
+ *       has max_user_tx open (tpfsd -o max_user_tx=), or when the users
+ *       together have 7/8 of table_max; the last eighth is root's, so root
+ *       can always begin, list (status.all, in pages: P4) and abort
+ *       (abort.ID).  Doomed transactions count until they end: each holds a
+ *       pidfd.  The check and the place it keeps are one step under x->mu
+ *       (table_keep): parallel begins cannot overshoot.
+ *   T3  Nothing is quadratic in the table: the reaper drops a binding when
+ *       its reference shows the transaction ended (no look-up by id); a
+ *       transaction is found by pid or id through hashes (fs_tx.c); and
+ *       the bound processes that exited are found through an epoll set of
+ *       the pidfds, not one poll each (group_rules_now).
+ *
+ * The control channel (P1-P4, tools/tpfs_tx_proto.h, version 2) at
+ * fsd_tx_control: P1 unknown names, P2 size probes, P3 a whole status.all
+ * fits in an xattr or is refused with EOVERFLOW, P4 pages of status.all.
+ *
  * Caches (C1-C8; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
  *   C1  While any transaction is open, and for 5 s after the last one
@@ -143,7 +166,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -153,7 +178,9 @@
 
 #define CACHE_SLOTS 1024
 #define MAX_DEPTH 128
-#define MAX_BOUND 1024
+#define TABLE_MAX 16384 /* T1: open transactions on a mount, at most */
+#define TABLE_FDS 1024   /* T1: descriptors kept for everything but the bindings' pidfds */
+#define PILEUP 256       /* ended bindings that make a begin wake the reaper to drop them */
 
 #define CACHE_TRUST_NS 500000000ull
 #define POLL_OPEN_MS 50 /* the reaper's round while transactions are open */
@@ -191,7 +218,9 @@ static uint64_t mono_ns(void)
 
 typedef struct bound {
 	int fd; /* pidfd */
-	uint64_t txid;
+	uint64_t txid;   /* 0 while its begin runs (tx NULL: a place kept, T2) */
+	fs_tx *tx;       /* a reference, dropped with the binding */
+	uid_t uid;       /* whose (T2) */
 	pid_t pgid, sid; /* of the bound process, and whether it leads its session */
 	int leader;
 	uint64_t since;  /* when the transaction began, in clock ticks since boot */
@@ -250,8 +279,9 @@ struct fsd_txs {
 	struct fuse_session *se;
 	pthread_mutex_t mu;     /* cache, bound */
 	cache_ent cache[CACHE_SLOTS];
-	bound b[MAX_BOUND];
-	int nb;
+	bound *b;               /* nb of cap; the bindings, open or not yet dropped (T2) */
+	int nb, cap;
+	int table_max;          /* T1: open transactions at most; root's reserve is table_max / 8 */
 	struct tag_ent {        /* C8, under mu */
 		pid_t pid;
 		uint64_t start, tag, used;
@@ -259,6 +289,7 @@ struct fsd_txs {
 	} tags[TAG_SLOTS];
 	uint64_t next_tag, tag_tick;
 	int evfd;               /* wakes the reaper */
+	int epfd;               /* T3: the bindings' pidfds, or -1 */
 	int long_poll;          /* the reaper sleeps up to a second: a begin must wake it (seq_cst) */
 	int stop;
 	pthread_t reaper;
@@ -427,20 +458,38 @@ static void group_rule_add(struct fsd_txs *x, bound *b)
  * first call right after would otherwise run as a plain caller until the
  * reaper's round: its write committed at once (random_crash under a slow,
  * ThreadSanitizer build of the daemon saw another transaction read it). */
+static void group_rule_now(fsd *d, bound *b)
+{
+	struct fsd_txs *x = d->txs;
+	if (b->ruled || !b->tx)
+		return;
+	struct pollfd p = {.fd = b->fd, .events = POLLIN};
+	if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP)))
+		return;
+	fs_tx *tx = fs_tx_by_id(d->fs, b->txid); /* open still: the reaper will abort it */
+	if (tx)
+		group_rule_add(x, b);
+	fs_tx_put(tx);
+}
+
 static void group_rules_now(fsd *d)
 {
 	struct fsd_txs *x = d->txs;
-	for (int k = 0; k < x->nb; k++) {
-		if (x->b[k].ruled)
-			continue;
-		struct pollfd p = {.fd = x->b[k].fd, .events = POLLIN};
-		if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLIN | POLLHUP)))
-			continue;
-		fs_tx *tx = fs_tx_by_id(d->fs, x->b[k].txid); /* open still: the reaper will abort it */
-		if (tx)
-			group_rule_add(x, &x->b[k]);
-		fs_tx_put(tx);
+	struct epoll_event ev[256];
+	/* T3: the bound processes that exited are those whose pidfds the
+	 * epoll set has ready (level-triggered: until the reaper drops them) */
+	int n = x->epfd >= 0 ? epoll_wait(x->epfd, ev, 256, 0) : -1;
+	if (n < 0 || n == 256) { /* (no set, or more exited than one look shows) */
+		for (int k = 0; k < x->nb; k++)
+			group_rule_now(d, &x->b[k]);
+		return;
 	}
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < x->nb; k++)
+			if (x->b[k].fd == ev[i].data.fd) {
+				group_rule_now(d, &x->b[k]);
+				break;
+			}
 }
 
 /* Under x->mu. */
@@ -819,14 +868,15 @@ static int pidfd_open_(pid_t pid)
 
 /* A new binding must reach the reaper's poll set: by its next round, at
  * most POLL_OPEN_MS away while transactions are open, or at once if it
- * sleeps longer; ended bindings are dropped in that round too, unless
- * they pile up.  (Each wake costs the begin a thread switch.) */
-static int need_wake(struct fsd_txs *x, int nbound)
+ * sleeps longer; ended bindings are dropped in that round too, or at once
+ * when more than PILEUP are (table_keep).  (Each wake costs the begin a
+ * thread switch.) */
+static int need_wake(struct fsd_txs *x)
 {
 	/* Dekker with the reaper, all four accesses seq_cst: this begin's
 	 * count (fs_tx_begin), then the flag; the reaper's flag, then the
 	 * count (fs_tx_count_sc).  One of the two sees the other. */
-	return nbound >= MAX_BOUND / 2 || __atomic_load_n(&x->long_poll, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&x->long_poll, __ATOMIC_SEQ_CST);
 }
 
 static void wake(struct fsd_txs *x)
@@ -862,31 +912,51 @@ static void *reaper(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	uint64_t last_sweep = 0;
+	struct pollfd *p = NULL;
+	uint64_t *ids = NULL;
+	int cap = 0;
 	for (;;) {
-		struct pollfd p[MAX_BOUND + 1];
-		uint64_t ids[MAX_BOUND];
 		int n = 0;
 		pthread_mutex_lock(&x->mu);
 		if (x->stop) {
 			pthread_mutex_unlock(&x->mu);
+			free(p);
+			free(ids);
 			return NULL;
 		}
-		/* forget the bindings of transactions that ended */
+		/* forget the bindings of transactions that ended (T2: no table
+		 * look-up each, a round stays linear in the bindings) */
 		for (int i = 0; i < x->nb;) {
-			fs_tx *tx = fs_tx_by_id(x->d->fs, x->b[i].txid);
-			if (!tx) {
+			if (x->b[i].tx && fs_tx_state(x->b[i].tx) == FS_TX_ENDED) {
 				close(x->b[i].fd);
+				fs_tx_put(x->b[i].tx);
 				x->b[i] = x->b[--x->nb];
 				continue;
 			}
-			fs_tx_put(tx);
 			i++;
 		}
-		for (int i = 0; i < x->nb; i++) {
+		if (x->nb + 1 > cap) {
+			int want = x->nb + 1 + 64;
+			struct pollfd *np = realloc(p, (size_t)want * sizeof *p);
+			if (np)
+				p = np;
+			uint64_t *ni = np ? realloc(ids, (size_t)want * sizeof *ids) : NULL;
+			if (ni)
+				ids = ni;
+			if (np && ni)
+				cap = want;
+		}
+		for (int i = 0; i < x->nb && n + 1 < cap; i++) {
+			if (!x->b[i].tx)
+				continue; /* its begin is running */
 			p[n] = (struct pollfd){.fd = x->b[i].fd, .events = POLLIN};
 			ids[n++] = x->b[i].txid;
 		}
 		pthread_mutex_unlock(&x->mu);
+		if (!cap) { /* no memory for even the eventfd: try again later */
+			usleep(POLL_OPEN_MS * 1000);
+			continue;
+		}
 		p[n] = (struct pollfd){.fd = x->evfd, .events = POLLIN};
 		/* flag first, then the count: a begin counts first, then reads
 		 * the flag (need_wake), so one of the two sees the other */
@@ -936,6 +1006,25 @@ static void *reaper(void *arg)
 	}
 }
 
+/* T1: as many open transactions as the daemon may open pidfds, keeping
+ * TABLE_FDS descriptors for the rest, at most TABLE_MAX (the soft limit
+ * of open files is raised to the hard one first). */
+static int table_max(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 64;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t cur = rl.rlim_cur;
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			rl.rlim_cur = cur;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= (rlim_t)TABLE_MAX + TABLE_FDS)
+		return TABLE_MAX;
+	return rl.rlim_cur > (rlim_t)TABLE_FDS + 64 ? (int)(rl.rlim_cur - TABLE_FDS) : 64;
+}
+
 int fsd_tx_start(fsd *d, struct fuse_session *se)
 {
 	struct fsd_txs *x = calloc(1, sizeof *x);
@@ -944,17 +1033,23 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 		return ENOMEM;
 	x->d = d;
 	x->se = se;
+	x->table_max = table_max();
+	x->epfd = epoll_create1(EPOLL_CLOEXEC); /* -1: group_rules_now looks at every binding */
 	pthread_mutex_init(&x->mu, NULL);
 	pthread_mutex_init(&x->rmu, NULL);
 	x->ring = malloc(NAME_RING * sizeof *x->ring); /* NULL: begins wait instead (C6) */
 	if ((x->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		rc = errno;
+		if (x->epfd >= 0)
+			close(x->epfd);
 		free(x->ring);
 		free(x);
 		return rc;
 	}
 	if ((rc = pthread_create(&x->reaper, NULL, reaper, x)) != 0) {
 		close(x->evfd);
+		if (x->epfd >= 0)
+			close(x->epfd);
 		free(x->ring);
 		free(x);
 		return rc;
@@ -978,9 +1073,14 @@ void fsd_tx_stop(fsd *d)
 	if (x->running)
 		pthread_join(x->reaper, NULL);
 	fs_set_notify(d->fs, NULL, NULL, NULL);
-	for (int i = 0; i < x->nb; i++)
+	for (int i = 0; i < x->nb; i++) {
 		close(x->b[i].fd);
+		fs_tx_put(x->b[i].tx);
+	}
+	free(x->b);
 	close(x->evfd);
+	if (x->epfd >= 0)
+		close(x->epfd);
 	/* expire threads stuck in the kernel end with the session */
 	for (int i = 0; i < 200 && __atomic_load_n(&x->nexpire, __ATOMIC_ACQUIRE); i++)
 		usleep(5000);
@@ -996,6 +1096,7 @@ void fsd_tx_stop(fsd *d)
 /* ---- the control channel (tools/tpfs_tx_proto.h) ---- */
 
 #define ANSWER_MAX (256 * 1024)
+#define STATUS_WHOLE_MAX (65536 - 16) /* P3: a whole report fits in an xattr (XATTR_SIZE_MAX) */
 
 static void answer(fuse_req_t req, fsd *d, size_t size, int err, const char *text)
 {
@@ -1163,6 +1264,84 @@ static void expire_cached_names(fsd *d)
 		;
 }
 
+/* T2: keeps a place in the table for a begin of a transaction of uid
+ * owner asked by uid asker, bound to pidfd fd; 0, or an errno and msg. */
+static int table_keep(fsd *d, int fd, uid_t asker, uid_t owner, int *pileup, char *msg, size_t msgsize)
+{
+	struct fsd_txs *x = d->txs;
+	int all = 0, users = 0, mine = 0, rc = 0;
+	int share = x->table_max - x->table_max / 8;
+	pthread_mutex_lock(&x->mu);
+	for (int i = 0; i < x->nb; i++) {
+		const bound *b = &x->b[i];
+		if (b->tx && fs_tx_state(b->tx) == FS_TX_ENDED)
+			continue; /* ended: its binding goes in the reaper's next round */
+		all++;
+		users += b->uid != 0;
+		mine += b->uid == owner;
+	}
+	if (all >= x->table_max) {
+		snprintf(msg, msgsize, "too many open transactions on this mount (%d, the most it can hold)", all);
+		rc = EAGAIN;
+	} else if (asker != 0 && mine >= (int)d->max_user_tx) {
+		snprintf(msg, msgsize,
+			 "uid %u has %d open transactions on this mount, the most a user may have (tpfsd -o "
+			 "max_user_tx=%u): end one first (txstatus --all lists them)",
+			 (unsigned)owner, mine, d->max_user_tx);
+		rc = EAGAIN;
+	} else if (asker != 0 && users >= share) {
+		snprintf(msg, msgsize,
+			 "the users' transactions fill their share of this mount's table (%d open; the rest is kept "
+			 "for root)",
+			 users);
+		rc = EAGAIN;
+	} else if (x->nb == x->cap) {
+		int want = x->cap ? 2 * x->cap : 64;
+		bound *nb = realloc(x->b, (size_t)want * sizeof *nb);
+		if (nb) {
+			x->b = nb;
+			x->cap = want;
+		} else {
+			snprintf(msg, msgsize, "cannot begin a transaction: %s", strerror(ENOMEM));
+			rc = ENOMEM;
+		}
+	}
+	if (rc == 0)
+		x->b[x->nb++] = (bound){.fd = fd, .uid = owner};
+	*pileup = x->nb - all > PILEUP; /* ended bindings hold pidfds until the reaper's round */
+	pthread_mutex_unlock(&x->mu);
+	return rc;
+}
+
+/* T2: the place kept for pidfd fd gets its transaction (which keeps the
+ * caller's reference), or is given up (tx NULL). */
+static void table_fill(struct fsd_txs *x, int fd, fs_tx *tx, const proc *p)
+{
+	pthread_mutex_lock(&x->mu);
+	for (int i = 0; i < x->nb; i++) {
+		bound *b = &x->b[i];
+		if (b->fd != fd || b->tx)
+			continue;
+		if (tx) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+			if (x->epfd >= 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+				close(x->epfd); /* T3: look at every binding from now on */
+				x->epfd = -1;
+			}
+			b->tx = tx;
+			b->txid = fs_tx_id(tx);
+			b->pgid = p->pgid;
+			b->sid = p->sid;
+			b->leader = p->sid == p->pid;
+			b->since = boot_ticks();
+		} else {
+			x->b[i] = x->b[--x->nb];
+		}
+		break;
+	}
+	pthread_mutex_unlock(&x->mu);
+}
+
 static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 {
 	const struct fuse_ctx *cx = fuse_req_ctx(req);
@@ -1231,38 +1410,31 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, errno == ESRCH ? ESRCH : EIO, msg);
 		return;
 	}
+	int pileup;
+	int rc = table_keep(d, fd, cx->uid, (uid_t)tuid, &pileup, msg, sizeof msg); /* T2 */
+	if (rc) {
+		close(fd);
+		answer(req, d, size, rc, msg);
+		return;
+	}
 	int aliased;
 	uint64_t tag = tag_take(x, (pid_t)target, tchain[0].start, &aliased);
-	int rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, tchain[0].ppid, (uid_t)tuid, tchain[0].comm, tag,
-			     aliased, &tx);
+	rc = fs_tx_begin(d->fs, (pid_t)target, tchain[0].start, tchain[0].ppid, (uid_t)tuid, tchain[0].comm, tag,
+			 aliased, &tx);
 	if (rc) {
+		table_fill(x, fd, NULL, NULL);
 		close(fd);
 		snprintf(msg, sizeof msg, "cannot begin a transaction: %s", strerror(-rc));
 		answer(req, d, size, -rc, msg);
 		return;
 	}
 	expire_cached_names(d); /* C6 */
-	pthread_mutex_lock(&x->mu);
-	if (x->nb < MAX_BOUND) {
-		x->b[x->nb++] = (bound){.fd = fd, .txid = fs_tx_id(tx), .pgid = tchain[0].pgid, .sid = tchain[0].sid,
-					.leader = tchain[0].sid == tchain[0].pid, .since = boot_ticks()};
-		fd = -1;
-	}
-	int nbound = x->nb;
-	pthread_mutex_unlock(&x->mu);
-	if (fd >= 0) { /* too many open at once */
-		close(fd);
-		fs_tx_abort(tx, EAGAIN, "too many open transactions", 1);
-		fs_tx_put(tx);
-		answer(req, d, size, EAGAIN, "too many open transactions on this mount");
-		return;
-	}
-	if (need_wake(x, nbound))
+	table_fill(x, fd, tx, tchain);
+	if (pileup || need_wake(x))
 		wake(x);
 	fs_tx_member(tx, (pid_t)target);
 	snprintf(msg, sizeof msg, "%" PRIu64, fs_tx_id(tx));
-	fs_tx_put(tx);
-	answer(req, d, size, 0, msg);
+	answer(req, d, size, 0, msg); /* (the binding keeps the reference) */
 }
 
 /* The caller's transaction, or an ESRCH answer. */
@@ -1530,26 +1702,55 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	answer(req, d, size, 0, msg);
 }
 
+/* arg: "", ".all", ".json", ".all.json" (P3: the whole report, if it
+ * fits in an xattr; else EOVERFLOW, which reaches a client of version 1
+ * where the kernel's E2BIG would not say why), or ".all[.json].page.BEFORE"
+ * (P4: one page, "page NEXT\n" first: fs_tx_report_page). */
 static void ctl_status(fuse_req_t req, fsd *d, size_t size, const char *arg)
 {
 	const struct fuse_ctx *cx = fuse_req_ctx(req);
-	int all = strstr(arg, ".all") != NULL, json = strstr(arg, ".json") != NULL;
+	int all = !strncmp(arg, ".all", 4), json = strstr(arg, ".json") != NULL;
+	const char *page = strstr(arg, ".page.");
+	size_t max = STATUS_WHOLE_MAX;
 	fs_tx *tx = NULL;
 	char *buf;
+	int rc;
 	if (!all && !(tx = callers_tx(req, d, size)))
 		return;
-	if (!(buf = malloc(ANSWER_MAX - 64))) {
+	if (!(buf = malloc(max))) {
 		fs_tx_put(tx);
 		fsd_reply_err(req, d, -ENOMEM);
 		return;
 	}
-	int rc = fs_tx_report(d->fs, tx, cx->uid, json, buf, ANSWER_MAX - 64);
+	if (page) { /* P4 */
+		uint64_t next;
+		int head = snprintf(buf, max, "page %-20" PRIu64 "\n", (uint64_t)0);
+		rc = fs_tx_report_page(d->fs, cx->uid, json, strtoull(page + 6, NULL, 10), buf + head,
+				       TPFS_TX_PAGE_MAX, &next);
+		if (rc >= 0) {
+			char nb[24];
+			snprintf(nb, sizeof nb, "%-20" PRIu64, next); /* (the same width: the body stays put) */
+			memcpy(buf + 5, nb, 20);
+		}
+	} else {
+		rc = fs_tx_report(d->fs, tx, cx->uid, json, buf, max);
+	}
 	fs_tx_put(tx);
 	if (rc < 0)
-		answer(req, d, size, EOVERFLOW, "too many transactions to list");
+		answer(req, d, size, EOVERFLOW,
+		       "too many transactions to list in one answer: this client predates listings in pages "
+		       "(tpfs_tx_proto.h, version 2)");
 	else
 		answer(req, d, size, 0, buf);
 	free(buf);
+}
+
+/* version: the protocol's (tpfs_tx_proto.h). */
+static void ctl_version(fuse_req_t req, fsd *d, size_t size)
+{
+	char v[16];
+	snprintf(v, sizeof v, "%d", TPFS_TX_PROTO_VERSION);
+	answer(req, d, size, 0, v);
 }
 
 int fsd_is_tx_control(fuse_ino_t ino, const char *name)
@@ -1557,8 +1758,81 @@ int fsd_is_tx_control(fuse_ino_t ino, const char *name)
 	return ino == FUSE_ROOT_ID && !strncmp(name, TPFS_TX_PREFIX, strlen(TPFS_TX_PREFIX));
 }
 
+/* The requests of the channel (tpfs_tx_proto.h): the verb of name, its
+ * argument in *arg; VERB_NONE for a name the protocol does not have. */
+enum verb { VERB_NONE, VERB_BEGIN, VERB_COMMIT, VERB_ABORT, VERB_STATUS, VERB_VERSION };
+
+/* ".page.N", N decimal without a sign or leading zeros */
+static int is_page(const char *s)
+{
+	if (strncmp(s, ".page.", 6) || !s[6] || (s[6] == '0' && s[7]) || strlen(s + 6) > 20)
+		return 0;
+	for (s += 6; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+static enum verb verb_of(const char *name, const char **arg)
+{
+	static const char *const status_args[] = {"", ".all", ".json", ".all.json"};
+	size_t nb = strlen(TPFS_TX_BEGIN) - 1, na = strlen(TPFS_TX_ABORT), ns = strlen(TPFS_TX_STATUS);
+	if (!strncmp(name, TPFS_TX_BEGIN, nb) && (name[nb] == 0 || name[nb] == '.')) {
+		*arg = name[nb] ? name + nb + 1 : name + nb; /* "tpfs.tx.begin": a begin without its pid */
+		return VERB_BEGIN;
+	}
+	if (!strcmp(name, TPFS_TX_COMMIT) || !strcmp(name, TPFS_TX_COMMIT ".force")) {
+		*arg = name + strlen(TPFS_TX_COMMIT); /* "" or ".force" (M2) */
+		return VERB_COMMIT;
+	}
+	if (!strncmp(name, TPFS_TX_ABORT, na) && (name[na] == 0 || name[na] == '.')) {
+		*arg = name + na;
+		return VERB_ABORT;
+	}
+	if (!strcmp(name, TPFS_TX_VERSION)) {
+		*arg = "";
+		return VERB_VERSION;
+	}
+	if (!strncmp(name, TPFS_TX_STATUS, ns))
+		for (size_t i = 0; i < sizeof status_args / sizeof *status_args; i++) {
+			size_t la = strlen(status_args[i]);
+			if (!strncmp(name + ns, status_args[i], la) &&
+			    (!name[ns + la] || (i == 1 || i == 3 ? is_page(name + ns + la) : 0)) &&
+			    !(i == 1 && !strncmp(name + ns + la, ".json", 5))) {
+				*arg = name + ns;
+				return VERB_STATUS;
+			}
+		}
+	return VERB_NONE;
+}
+
+/* P1  A name the protocol does not have fails with ENODATA, as any
+ *     attribute the root does not have: never taken for another request.
+ * P2  begin, commit and abort change state, so they are carried out only
+ *     when their answer can be delivered: a size probe (size 0, as
+ *     getfattr(1) sends first) is answered TPFS_TX_ANSWER_MAX, which every
+ *     answer of theirs fits, and changes nothing; a buffer under that
+ *     fails with ERANGE, changing nothing.  status changes nothing: its
+ *     probe gets the answer's length (the client asks again larger). */
 void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
 {
+	const char *arg;
+	enum verb v = verb_of(name, &arg);
+	if (v == VERB_NONE) { /* P1 */
+		fsd_reply_err(req, d, -ENODATA);
+		return;
+	}
+	if (v != VERB_STATUS && v != VERB_VERSION && size < TPFS_TX_ANSWER_MAX) { /* P2 */
+		if (size == 0)
+			fuse_reply_xattr(req, TPFS_TX_ANSWER_MAX);
+		else
+			fsd_reply_err(req, d, -ERANGE);
+		return;
+	}
+	if (v == VERB_VERSION) {
+		ctl_version(req, d, size);
+		return;
+	}
 	if (!d->txs && d->readonly) {
 		answer(req, d, size, EROFS, "the mount is read-only (-o ro): no transaction can change it");
 		return;
@@ -1567,14 +1841,10 @@ void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
 		answer(req, d, size, ENOTSUP, "transactions are not available on this mount");
 		return;
 	}
-	if (!strncmp(name, TPFS_TX_BEGIN, strlen(TPFS_TX_BEGIN)))
-		ctl_begin(req, d, size, name + strlen(TPFS_TX_BEGIN));
-	else if (!strncmp(name, TPFS_TX_COMMIT, strlen(TPFS_TX_COMMIT)))
-		ctl_commit(req, d, size, name + strlen(TPFS_TX_COMMIT));
-	else if (!strncmp(name, TPFS_TX_ABORT, strlen(TPFS_TX_ABORT)))
-		ctl_abort(req, d, size, name + strlen(TPFS_TX_ABORT));
-	else if (!strncmp(name, TPFS_TX_STATUS, strlen(TPFS_TX_STATUS)))
-		ctl_status(req, d, size, name + strlen(TPFS_TX_STATUS));
-	else
-		answer(req, d, size, EINVAL, "unknown transaction request");
+	switch (v) {
+	case VERB_BEGIN: ctl_begin(req, d, size, arg); break;
+	case VERB_COMMIT: ctl_commit(req, d, size, arg); break;
+	case VERB_ABORT: ctl_abort(req, d, size, arg); break;
+	default: ctl_status(req, d, size, arg); break;
+	}
 }

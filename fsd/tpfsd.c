@@ -126,7 +126,12 @@ static const char usage[] =
 	"                        (default 1; 0: never)\n"
 	"  max_threads=N         requests served at once, at most (default 512)\n"
 	"  max_idle_threads=N    idle worker threads kept (default 10)\n"
-	"\n"
+	"  max_user_tx=N         open transactions a user other than root may have\n"
+	"                        at once, 1 to 16384 (default 256); root may always\n"
+	"                        begin (a reserve of the table is kept for it)\n"
+	"\n";
+/* (two strings: C11 compilers need not take one over 4095 characters) */
+static const char usage_fuse[] =
 	"FUSE options that tpfsd sets:\n"
 	"  default_permissions   always: the kernel checks every access against the\n"
 	"                        mode, owner and group of the file\n"
@@ -138,7 +143,6 @@ static const char usage[] =
 	"  subtype=tpfs          the type column: fuse.tpfs (may be overridden)\n"
 	"\n";
 
-/* (in two strings: one would pass the 4095 characters C compilers must take) */
 static const char usage_more[] =
 	"Other options go to libfuse, which rejects those it does not know: mount\n"
 	"options (nosuid, nodev, noexec, suid, dev, noatime, allow_root,\n"
@@ -329,6 +333,7 @@ typedef struct conf {
 	char *logdir;              /* logdir=: fs_options.logdir (the log moved) */
 	double entry_timeout, attr_timeout, negative_timeout;
 	unsigned max_threads, max_idle_threads;
+	unsigned max_user_tx;      /* open transactions per user but root (FSD_MAX_USER_TX) */
 	int has_fsname, has_subtype, has_allow_other, has_allow_root, has_default_permissions;
 	char *fuse_opts;           /* the options libfuse gets, comma-separated and escaped */
 } conf;
@@ -475,6 +480,12 @@ static int option(conf *c, const char *o)
 		if (parse_u64(v, &n) || n == 0 || n > 100000)
 			return bad_value(o);
 		c->max_threads = (unsigned)n;
+		return 0;
+	}
+	if (HAS("max_user_tx")) {
+		if (parse_u64(v, &n) || n == 0 || n > 16384)
+			return bad_range(o, "open transactions per user, from 1 to 16384");
+		c->max_user_tx = (unsigned)n;
 		return 0;
 	}
 	if (HAS("max_idle_threads")) {
@@ -985,6 +996,7 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof d);
 	c.fo.commit_ms = 1000;
 	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
+	c.max_user_tx = 256; /* fsd_tx.c T2 */
 	c.max_threads = 512; /* requests waiting for transactions' locks must leave threads for txcommit */
 	c.max_idle_threads = 10;
 	if (parse_args(&c, argc, argv) != 0) {
@@ -993,6 +1005,7 @@ int main(int argc, char **argv)
 	}
 	if (c.help) {
 		fputs(usage, stdout);
+		fputs(usage_fuse, stdout);
 		fputs(usage_more, stdout);
 		return 0;
 	}
@@ -1017,6 +1030,7 @@ int main(int argc, char **argv)
 	d.attr_timeout = c.attr_timeout;
 	d.negative_timeout = c.negative_timeout;
 	d.readonly = c.fo.readonly;
+	d.max_user_tx = c.max_user_tx;
 	if (!(d.conn_opts = fuse_parse_conn_info_opts(&args))) {
 		fuse_opt_free_args(&args);
 		return 2;

@@ -6,8 +6,10 @@
  * the text "ERRNO MESSAGE".  The design, and its rules:
  *   C1  begin, commit and abort change state: they are asked exactly once,
  *       with a buffer of TPFS_TX_ANSWER_MAX bytes (their answers are
- *       shorter), never probed with size 0 (that would run them) and never
- *       retried (a second commit would not be the first one's answer).
+ *       shorter), never probed with size 0 (a daemon of protocol version
+ *       1 would run them; version 2 answers a probe with the buffer's size
+ *       and does nothing) and never retried (a second commit would not be
+ *       the first one's answer).
  *   C2  status changes nothing: on ERANGE it is probed with size 0 for the
  *       answer's length and asked again larger, up to the kernel's xattr
  *       limit (XATTR_SIZE_MAX; beyond it the kernel answers E2BIG).
@@ -36,6 +38,12 @@
  *       transaction.  A descriptor closed or given another handle since is
  *       reopened as before; a duplicate whose descriptor no longer holds
  *       its handle is closed at the next begin.
+ *   C7  status --all is asked for in pages (protocol version 2): each
+ *       page says where the next begins, and the pages' texts one after
+ *       the other are the report, so a list of any length is read in
+ *       answers the kernel lets an xattr be.  A daemon of version 1 takes
+ *       the page request for status.all and answers the whole list: used
+ *       as it is.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -190,10 +198,10 @@ static size_t grown(ssize_t len)
 	return want < XATTR_SIZE_MAX ? want : XATTR_SIZE_MAX;
 }
 
-/* C2: the whole answer to name, NUL-terminated, in a malloc'd *out. */
-static int fetch(const char *mount, const char *name, char **out, size_t *len, char *msg, size_t msgsize)
+/* C2: the whole answer to name, NUL-terminated, in a malloc'd *out;
+ * asked first with size bytes. */
+static int fetch(const char *mount, const char *name, size_t size, char **out, size_t *len, char *msg, size_t msgsize)
 {
-	size_t size = TPFS_TX_ANSWER_MAX;
 	*out = NULL;
 	*len = 0;
 	for (int tries = 0; tries < STATUS_TRIES; tries++) {
@@ -460,33 +468,107 @@ int tpfs_tx_abort_id(const char *mount, uint64_t id, char *msg, size_t msgsize)
 	return request(mount, name, msg, msgsize);
 }
 
+/* C7: one status request: its text moved to the start of *buf (len
+ * bytes); 0, or the answer's errno with its text in msg. */
+static int status_ask(const char *mount, const char *name, size_t size, char **buf, size_t *len, char *msg,
+		      size_t msgsize)
+{
+	const char *text;
+	size_t tlen;
+	int rc, err;
+	if ((rc = fetch(mount, name, size, buf, len, msg, msgsize)) != 0)
+		return rc;
+	if (split(*buf, *len, &err, &text, &tlen) != 0) {
+		say_malformed(*buf, *len, msg, msgsize);
+		free(*buf);
+		*buf = NULL;
+		return EPROTO;
+	}
+	if (err) {
+		tpfs_tx_say(msg, msgsize, "%.*s", (int)trimmed(text, tlen), text);
+		free(*buf);
+		*buf = NULL;
+		return err;
+	}
+	memmove(*buf, text, tlen);
+	(*buf)[tlen] = 0;
+	*len = tlen;
+	return 0;
+}
+
+/* C7: every transaction, page after page; a daemon of version 1 answers
+ * the first request with the whole list (no "page" line). */
+static int status_pages(const char *mount, int json, char **report, char *msg, size_t msgsize)
+{
+	char name[96], *all = NULL;
+	size_t len = 0;
+	uint64_t before = 0;
+	for (;;) {
+		char *buf, *end;
+		size_t n;
+		snprintf(name, sizeof name, TPFS_TX_STATUS ".all%s" TPFS_TX_PAGE "%" PRIu64, json ? ".json" : "", before);
+		int rc = status_ask(mount, name, TPFS_TX_PAGE_MAX + 64, &buf, &n, msg, msgsize);
+		if (rc) {
+			free(all);
+			return rc;
+		}
+		const char *body = buf;
+		uint64_t next = 0;
+		if (!strncmp(buf, "page ", 5)) {
+			errno = 0;
+			next = strtoull(buf + 5, &end, 10);
+			while (*end == ' ')
+				end++;
+			if (errno || *end != '\n' || (next && before && next >= before)) {
+				say_malformed(buf, n, msg, msgsize);
+				free(buf);
+				free(all);
+				return EPROTO;
+			}
+			body = end + 1;
+		} else if (before) { /* (a daemon cannot change its version between two pages) */
+			say_malformed(buf, n, msg, msgsize);
+			free(buf);
+			free(all);
+			return EPROTO;
+		}
+		size_t blen = n - (size_t)(body - buf);
+		char *more = realloc(all, len + blen + 1);
+		if (!more) {
+			free(buf);
+			free(all);
+			tpfs_tx_say(msg, msgsize, "%s: %s", name, strerror(ENOMEM));
+			return ENOMEM;
+		}
+		all = more;
+		memcpy(all + len, body, blen);
+		len += blen;
+		all[len] = 0;
+		free(buf);
+		if (!next)
+			break;
+		before = next;
+	}
+	*report = all;
+	tpfs_tx_say(msg, msgsize, "%s", "");
+	return 0;
+}
+
 int tpfs_tx_status(const char *mount, int flags, char **report, char *msg, size_t msgsize)
 {
 	char name[64], *buf = NULL;
-	const char *text;
-	size_t len = 0, tlen;
-	int rc, err;
+	size_t len = 0;
+	int rc;
 	*report = NULL;
 	if (flags & ~(TPFS_TX_STATUS_ALL | TPFS_TX_STATUS_JSON)) {
 		tpfs_tx_say(msg, msgsize, "unknown status flags %#x", (unsigned)flags);
 		return EINVAL;
 	}
-	snprintf(name, sizeof name, "%s%s%s", TPFS_TX_STATUS, flags & TPFS_TX_STATUS_ALL ? ".all" : "",
-		 flags & TPFS_TX_STATUS_JSON ? ".json" : "");
-	if ((rc = fetch(mount, name, &buf, &len, msg, msgsize)) != 0)
+	if (flags & TPFS_TX_STATUS_ALL)
+		return status_pages(mount, flags & TPFS_TX_STATUS_JSON, report, msg, msgsize);
+	snprintf(name, sizeof name, "%s%s", TPFS_TX_STATUS, flags & TPFS_TX_STATUS_JSON ? ".json" : "");
+	if ((rc = status_ask(mount, name, TPFS_TX_ANSWER_MAX, &buf, &len, msg, msgsize)) != 0)
 		return rc;
-	if (split(buf, len, &err, &text, &tlen) != 0) {
-		say_malformed(buf, len, msg, msgsize);
-		free(buf);
-		return EPROTO;
-	}
-	if (err) {
-		tpfs_tx_say(msg, msgsize, "%.*s", (int)trimmed(text, tlen), text);
-		free(buf);
-		return err;
-	}
-	memmove(buf, text, tlen);
-	buf[tlen] = 0;
 	*report = buf;
 	tpfs_tx_say(msg, msgsize, "%s", "");
 	return 0;

@@ -22,6 +22,30 @@
  *   tpfs.tx.status         the caller's transaction, as text
  *   tpfs.tx.status.all     every transaction the caller may see (root: all)
  *   tpfs.tx.status.json    ... .status.all.json: the same as JSON
+ *   tpfs.tx.status.all.page.BEFORE, tpfs.tx.status.all.json.page.BEFORE
+ *                          (version 2) one page of the list: the
+ *                          transactions whose id is below BEFORE (0: from
+ *                          the newest), newest first, at most
+ *                          TPFS_TX_PAGE_MAX bytes; answer "0 page NEXT\nTEXT":
+ *                          ask again with BEFORE = NEXT until NEXT is 0.
+ *                          The pages' TEXTs one after the other are the
+ *                          report (JSON: one document).  Every transaction
+ *                          open from the first page to the last is in it
+ *                          once; one begun meanwhile is not.
+ *   tpfs.tx.version        (version 2) "0 VERSION": TPFS_TX_PROTO_VERSION
+ *
+ * Any other name under tpfs.tx. fails with ENODATA, as an attribute the
+ * root does not have (since version 2; before, an unknown status.X was
+ * taken for status).  A known verb with a bad argument is answered, e.g.
+ * "22 begin: no process id given".
+ *
+ * Size probes (version 2): begin, commit and abort are carried out only
+ * when their answer can be delivered.  A probe (size 0, as getfattr(1)
+ * sends before it asks) is answered TPFS_TX_ANSWER_MAX and changes
+ * nothing; a buffer under TPFS_TX_ANSWER_MAX fails with ERANGE and
+ * changes nothing.  (Version 1 carried the action out at the probe, so
+ * getfattr ran it twice.)  status and version change nothing: a probe gets
+ * the answer's length.
  *
  * Answer (the attribute's value, text): "ERRNO MESSAGE" where ERRNO is a
  * decimal errno, 0 on success.  On success MESSAGE is the payload: begin
@@ -31,7 +55,9 @@
  *   "16 process 1234 (bash) is already in transaction 41"
  *   "35 transaction 42 was chosen as a deadlock victim: nothing was applied"
  * The getxattr call itself fails only if the channel does (no such mount,
- * ERANGE for a buffer under TPFS_TX_ANSWER_MAX: retry larger).
+ * ERANGE for a buffer under TPFS_TX_ANSWER_MAX: retry larger) or the name
+ * is not a request (ENODATA).  A whole status.all that would not fit in an
+ * xattr (64 KiB) is answered EOVERFLOW: a client asks for pages.
  *
  * Errnos a client should expect:
  *   EBUSY   begin: the process is already in a transaction
@@ -44,6 +70,10 @@
  *           the administrator killed it, the daemon restarted)
  *   ENOSPC, EIO commit: the store is full / failed; nothing was applied
  *   EROFS   begin: the mount is read-only
+ *   EAGAIN  begin: the caller's user has as many open transactions as
+ *           tpfsd -o max_user_tx= lets a user have, or the table is full
+ *           (a reserve of it is root's: root can always begin)
+ *   EOVERFLOW status.all: too long for one answer (ask for pages)
  */
 #ifndef TPFS_TX_PROTO_H
 #define TPFS_TX_PROTO_H
@@ -53,6 +83,15 @@
 #define TPFS_TX_COMMIT "tpfs.tx.commit"
 #define TPFS_TX_ABORT "tpfs.tx.abort"    /* optionally followed by .ID */
 #define TPFS_TX_STATUS "tpfs.tx.status"  /* optionally followed by .all, .json, .all.json */
+#define TPFS_TX_PAGE ".page."            /* after .all or .all.json, followed by BEFORE */
+#define TPFS_TX_VERSION "tpfs.tx.version"
+
+/* 1: the first; 2: size probes change nothing, unknown names fail with
+ * ENODATA, status.all in pages, version. */
+#define TPFS_TX_PROTO_VERSION 2
+
+/* A page's text is at most this long; its answer at most 64 bytes more. */
+#define TPFS_TX_PAGE_MAX 61440
 
 /* A client's first buffer: answers are at most this long except status of
  * many transactions (then ERANGE; the client asks with size 0 and retries). */
