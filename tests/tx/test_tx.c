@@ -3233,3 +3233,41 @@ Test(tx, begin_expires_kept_names, .timeout = 60)
 	tsh_abort(s);
 	finish();
 }
+
+/* tools/tpfs_tx_mount.c M5: a process whose working directory has no path
+ * (removed; or, before C6 only expired names, dropped by another user's
+ * begin) still finds the mount it is on, from the directory's device --
+ * not $TPFS_MOUNT, not "no tpfs mount contains the current directory". */
+Test(tx, mount_found_from_a_directory_without_a_path, .timeout = 60)
+{
+	start();
+	cr_assert(mkdir(mp("gone"), 0755) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char m[PATH_MAX], msg[TPFS_TX_MSG_MAX], cwd[PATH_MAX];
+		setenv("TPFS_MOUNT", "/nonexistent-tpfs", 1);
+		if (chdir(mp("gone")) != 0 || rmdir(mp("gone")) != 0)
+			_exit(3);
+		if (getcwd(cwd, sizeof cwd)) {
+			fprintf(stderr, "getcwd still works in a removed directory: %s\n", cwd);
+			_exit(4);
+		}
+		if (tpfs_tx_find_mount(NULL, m, sizeof m, msg, sizeof msg) != 0) {
+			fprintf(stderr, "tpfs_tx_find_mount: %s\n", msg);
+			_exit(1);
+		}
+		if (strcmp(m, g_m.mnt) != 0) {
+			fprintf(stderr, "tpfs_tx_find_mount chose %s, not %s\n", m, g_m.mnt);
+			_exit(2);
+		}
+		_exit(0);
+	}
+	int wst;
+	cr_assert(waitpid(c, &wst, 0) == c);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+		  "in a removed directory of the mount, the mount was not found from the current directory "
+		  "(status 0x%x: 1 failed, 2 another mount, 3/4 setup)",
+		  wst);
+	finish();
+}
