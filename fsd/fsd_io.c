@@ -19,9 +19,16 @@
  *       sees it.
  *   K2  Every other byte goes to and from the device as libfuse gave it;
  *       read(2) and writev(2) results and errno reach libfuse unchanged.
+ *   K3  fsd_io_expire_entry writes its own notification (libfuse 3.14 has
+ *       no fuse_lowlevel_notify_expire_entry, which came in 3.16): one
+ *       writev(2) of a whole message, as libfuse's notifications are, and
+ *       only to a kernel whose INIT offered protocol 7.38 or later
+ *       (FUSE_EXPIRE_ONLY, Linux 6.2): an older one would take the flag
+ *       for padding and drop the dentry after all.
  */
 #include "fsd_io.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <stdatomic.h>
@@ -33,6 +40,8 @@
 static _Atomic uint64_t init_unique;
 static _Atomic int init_seen; /* INIT was read: later reads need no look */
 static _Atomic int killpriv_v2;
+static _Atomic int expire_only; /* K3: the kernel's INIT offered 7.38 or later */
+static _Atomic int dev_fd = -1;
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -45,6 +54,8 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 			const struct fuse_init_in *in = (const void *)(h + 1);
 			if (in->flags & FUSE_HANDLE_KILLPRIV_V2)
 				atomic_store(&init_unique, h->unique);
+			if (in->major > 7 || (in->major == 7 && in->minor >= 38))
+				atomic_store(&expire_only, 1); /* K3 */
 			atomic_store(&init_seen, 1);
 		}
 	}
@@ -92,7 +103,25 @@ static const struct fuse_custom_io fsd_custom_io = {
 int fsd_io_install(struct fuse_session *se)
 {
 	int rc = fuse_session_custom_io(se, &fsd_custom_io, fuse_session_fd(se));
+	if (rc == 0)
+		atomic_store(&dev_fd, fuse_session_fd(se));
 	return rc < 0 ? -rc : rc;
+}
+
+int fsd_io_expire_entry(uint64_t parent, const char *name, size_t len)
+{
+	int fd = atomic_load(&dev_fd);
+	if (fd < 0 || !atomic_load(&expire_only))
+		return ENOSYS; /* K3 */
+	struct fuse_notify_inval_entry_out arg = {.parent = parent, .namelen = (uint32_t)len, .flags = FUSE_EXPIRE_ONLY};
+	struct fuse_out_header h = {.len = (uint32_t)(sizeof h + sizeof arg + len + 1), .error = FUSE_NOTIFY_INVAL_ENTRY};
+	struct iovec iov[] = {{&h, sizeof h}, {&arg, sizeof arg}, {(void *)name, len}, {"", 1}};
+	ssize_t n = writev(fd, iov, 4);
+	if (n < 0) {
+		int e = errno;
+		return e == ENOENT ? 0 : e; /* ENOENT: the kernel holds no such dentry */
+	}
+	return 0;
 }
 
 int fsd_io_killpriv_v2(void) { return atomic_load(&killpriv_v2); }

@@ -13,5 +13,11 @@ int fsd_io_install(struct fuse_session *se);
 /* The kernel agreed to FUSE_HANDLE_KILLPRIV_V2 (known once INIT was
  * answered): it then leaves clearing set-id bits to the file system. */
 int fsd_io_killpriv_v2(void);
+/* Marks the kernel's dentry of name in parent expired without dropping it
+ * (FUSE_EXPIRE_ONLY): its next use asks the daemon, while a process whose
+ * working directory it is keeps it (getcwd works).  0 (also when the
+ * kernel holds no such name), ENOSYS when the kernel's protocol is older
+ * than 7.38 or the hooks are not installed, or writev's errno (K3). */
+int fsd_io_expire_entry(uint64_t parent, const char *name, size_t len);
 
 #endif

@@ -125,9 +125,16 @@
  *       after 2^20 - 1 (C8: new tags, not transactions).
  *   C6  Names the kernel was allowed to keep before the first transaction
  *       opened would resolve to shared inodes without asking: a begin
- *       invalidates those replied within the entry timeout (a ring of the
- *       last NAME_RING), or, if the ring lost some or the kernel is slow to
- *       drop them, waits until they expired (entry_timeout, 1 s by default).
+ *       expires those replied within the entry timeout (a ring of the
+ *       last NAME_RING), or, if the ring lost some, the kernel is slow to
+ *       take them or cannot expire (protocol before 7.38), waits until
+ *       they expired (entry_timeout, 1 s by default).  Expired, never
+ *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c K3): the dentry stays and its
+ *       next use asks the daemon, which answers a member with its alias
+ *       (C5).  A dropped dentry that is someone's working directory is
+ *       unhashed: another user's begin made that process's getcwd() fail
+ *       with ENOENT, /proc/PID/cwd read "(deleted)", and txbegin started
+ *       there found no mount (issue 24, 4).
  *       Names a begin invalidated are not invalidated again by the next
  *       (ring_done): a program that looked its files up just before its
  *       first transaction paid a thread and a notification per name at
@@ -174,6 +181,7 @@
 #include <unistd.h>
 
 #include "fsd_int.h"
+#include "fsd_io.h"
 #include "tpfs_tx_proto.h"
 
 #define CACHE_SLOTS 1024
@@ -1142,7 +1150,7 @@ typedef struct expire_job {
 	size_t n;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int done, refs;
+	int done, finished, refs; /* done: finished, every name expired */
 } expire_job;
 
 static void expire_put(expire_job *j)
@@ -1161,13 +1169,19 @@ static void expire_put(expire_job *j)
 static void *expire_thread(void *arg)
 {
 	expire_job *j = arg;
-	for (size_t i = 0; i < j->n; i++) {
-		inval(j->x, j->v[i].parent, j->v[i].name, j->v[i].len);
-		fs_count(j->x->d->fs, FSD_OP_BEGIN_DROPPED);
+	int ok = 1;
+	for (size_t i = 0; ok && i < j->n; i++) {
+		/* C6: expired, not dropped -- a dentry in use (a working
+		 * directory) stays, and its next lookup asks */
+		if (!j->x->se || j->x->stop || fsd_io_expire_entry(j->v[i].parent, j->v[i].name, j->v[i].len) == ENOSYS)
+			ok = 0;
+		else
+			fs_count(j->x->d->fs, FSD_OP_BEGIN_DROPPED);
 	}
 	struct fsd_txs *x = j->x;
 	pthread_mutex_lock(&j->mu);
-	j->done = 1;
+	j->done = ok;
+	j->finished = 1;
 	pthread_cond_signal(&j->cv);
 	pthread_mutex_unlock(&j->mu);
 	expire_put(j);
@@ -1203,7 +1217,7 @@ static int expire_names(struct fsd_txs *x, cached_name *v, size_t n)
 	if (dl.tv_nsec >= 1000000000l)
 		dl.tv_sec++, dl.tv_nsec -= 1000000000l;
 	pthread_mutex_lock(&j->mu);
-	while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &dl) == 0)
+	while (!j->finished && pthread_cond_timedwait(&j->cv, &j->mu, &dl) == 0)
 		;
 	int done = j->done;
 	pthread_mutex_unlock(&j->mu);

@@ -24,6 +24,9 @@
  *       points.
  *   M4  With no path given: the mount of the current directory, else
  *       $TPFS_MOUNT, else the only tpfs file system (tpfs_tx.h).
+ *   M5  The current directory is known by its path (getcwd), or, when it
+ *       has none -- removed, or its dentry dropped by the kernel -- by its
+ *       device: the tpfs file system whose "major:minor" is st_dev of ".".
  */
 #include <errno.h>
 #include <limits.h>
@@ -31,6 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "tpfs_tx.h"
@@ -347,6 +352,21 @@ int tpfs_tx_mounts_choose(const tpfs_tx_mounts *m, const char *path, const char 
 
 /* ---- with the process's own inputs ---- */
 
+/* M5: the root of the tpfs file system holding the current directory,
+ * found by its device; NULL if none. */
+static const char *cwd_by_device(const tpfs_tx_mounts *m)
+{
+	struct stat st;
+	char dev[48];
+	if (!m || stat(".", &st) != 0)
+		return NULL;
+	snprintf(dev, sizeof dev, "%u:%u", major(st.st_dev), minor(st.st_dev));
+	for (size_t i = m->n; i-- > 0;) /* M1: the later line wins */
+		if (m->v[i].tpfs && !strcmp(m->v[i].dev, dev))
+			return root_dir(m, i);
+	return NULL;
+}
+
 int tpfs_tx_find_mount(const char *path, char *mount, size_t size, char *msg, size_t msgsize)
 {
 	char canon[PATH_MAX], cwd[PATH_MAX], envc[PATH_MAX];
@@ -364,7 +384,10 @@ int tpfs_tx_find_mount(const char *path, char *mount, size_t size, char *msg, si
 		env = envc;
 	if ((rc = tpfs_tx_mounts_read(NULL, &m, msg, msgsize)) != 0 && !path)
 		return rc;
-	rc = tpfs_tx_mounts_choose(m, path ? canon : NULL, getcwd(cwd, sizeof cwd), env, mount, size, msg, msgsize);
+	const char *here = path ? NULL : getcwd(cwd, sizeof cwd);
+	if (!path && !here)
+		here = cwd_by_device(m); /* M5 */
+	rc = tpfs_tx_mounts_choose(m, path ? canon : NULL, here, env, mount, size, msg, msgsize);
 	tpfs_tx_mounts_free(m);
 	return rc;
 }
