@@ -118,8 +118,10 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 		return fn(&op, arg);
 	}
 	int waited = 0;
+	uint64_t deadline = 0; /* X8: over all attempts of the call */
 	for (int attempt = 0; attempt < 1000; attempt++) {
-		fs_op op = {.f = f, .wr = wr == FS_WR};
+		fs_op op = {.f = f, .wr = wr == FS_WR || wr == FS_KLOCK, .klock = wr == FS_KLOCK, .pid = c ? c->pid : 0,
+			    .deadline = &deadline};
 		uint64_t seen = reclaims_seen(f);
 		if ((rc = tp_begin(f->env, &op.t)) != 0)
 			return rc;
@@ -130,7 +132,7 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 			(void)tp_abort(op.t);
 		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
 			return EDEADLK;
-		if (rc == ENOSPC && wr == FS_WR && !in_reclaim && !waited++ && reclaim_wait(f, seen))
+		if (rc == ENOSPC && (wr == FS_WR || wr == FS_KLOCK) && !in_reclaim && !waited++ && reclaim_wait(f, seen))
 			continue; /* F3: space a removal frees is writable at once */
 		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
 			return rc;
@@ -156,8 +158,19 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 		return tp_lock(op->t, name, len, mode);
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec,
-		       .tid = fs_thread_id()};
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* fs_tx.c X8: a plain writer waits for transactions a bounded time in
+	 * all ("I" locks: only calls and commits hold them, never for long) */
+	int bounded = !op->tx && op->deadline && ((const unsigned char *)name)[0] != 'I';
+	if (bounded) {
+		if (!*op->deadline)
+			*op->deadline = now + (uint64_t)(op->klock ? f->opt.tx_short_wait_ms : f->opt.tx_wait_ms) * 1000000ull;
+		uint64_t left = *op->deadline > now ? *op->deadline - now : 0;
+		tp_lock_timeout(op->t, left > 1000000 ? (uint32_t)((left + 999999) / 1000000) : 1);
+	} else if (!op->tx && op->deadline && *op->deadline) {
+		tp_lock_timeout(op->t, 0); /* (set by an earlier wait of the call) */
+	}
+	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = now, .tid = fs_thread_id()};
 	pthread_mutex_lock(&f->wmu);
 	for (int i = 0; i < f->nintr; i++)
 		if (f->intr[i] == w.tid) { /* interrupted before it waited */
@@ -177,6 +190,8 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 	pthread_mutex_unlock(&f->wmu);
 	if (w.interrupted && rc == TP_ETIMEOUT)
 		rc = EINTR;
+	else if (bounded && rc == TP_ETIMEOUT && !w.cancelled)
+		rc = fs_tx_yield(op, name, len, mode); /* X8: the holders yield, the call is tried again */
 	return rc;
 }
 
@@ -237,6 +252,9 @@ int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int m
 	int rc;
 	if (!op->t || (!op->tx && !op->wr))
 		return 0;
+	op->lname = name; /* X8: what a transaction that yields is told */
+	op->lnamelen = len;
+	op->lparent = parent;
 	if ((rc = lock_named(op, 'U', parent, mode == TP_LOCK_X ? TP_LOCK_IX : TP_LOCK_IS)) != 0)
 		return rc;
 	fs_be64(k + 1, parent);
@@ -683,6 +701,12 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 		f->opt = *o;
 	if (!f->opt.commit_ms)
 		f->opt.commit_ms = 1000;
+	if (!f->opt.tx_wait_ms) /* fs_tx.c X8 */
+		f->opt.tx_wait_ms = 500;
+	if (!f->opt.tx_short_wait_ms)
+		f->opt.tx_short_wait_ms = 10;
+	if (f->opt.tx_short_wait_ms > f->opt.tx_wait_ms)
+		f->opt.tx_short_wait_ms = f->opt.tx_wait_ms;
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_cond_init(&f->reclaim_cv, NULL);
 	pthread_mutex_init(&f->txmu, NULL);
@@ -904,6 +928,7 @@ void fs_counters_get(fs *f, fs_counters *out)
 	out->retries = __atomic_load_n(&f->ctr.retries, __ATOMIC_RELAXED);
 	out->inval_late = __atomic_load_n(&f->ctr.inval_late, __ATOMIC_RELAXED);
 	out->readers_late = __atomic_load_n(&f->ctr.readers_late, __ATOMIC_RELAXED);
+	out->tx_yields = __atomic_load_n(&f->ctr.tx_yields, __ATOMIC_RELAXED);
 }
 
 int fs_report(fs *f, char *buf, size_t size)
@@ -917,7 +942,7 @@ int fs_report(fs *f, char *buf, size_t size)
 			 " retried after a deadlock; %" PRIu64 " ended with nothing to roll back (calls that"
 			 " failed a check: a missing name, an absent attribute...)\n"
 			 "user transactions: %" PRIu64 " commits invalidated the kernel's caches after their locks, %" PRIu64
-			 " stopped waiting for readers\n"
+			 " stopped waiting for readers, %" PRIu64 " yielded to a plain writer\n"
 			 "log: %" PRIu64 " records, %" PRIu64 " bytes, %" PRIu64 " flushes, %" PRIu64
 			 " page images; segments: %" PRIu64 " made, %" PRIu64 " reused\n"
 			 "cache: %" PRIu64 "%% hits (%" PRIu64 " hits, %" PRIu64 " misses), %" PRIu64 " page reads, %" PRIu64
@@ -926,7 +951,7 @@ int fs_report(fs *f, char *buf, size_t size)
 			 " waits timed out or cancelled\n"
 			 "last mount: recovery scanned %" PRIu64 " records, redid %" PRIu64 ", rolled back %" PRIu64
 			 " transactions in %" PRIu64 " ms; %" PRIu64 " unlinked files reclaimed\n",
-			 f->store, s.commits, s.aborts - s.aborts_empty, f->ctr.retries, s.aborts_empty, f->ctr.inval_late, f->ctr.readers_late, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
+			 f->store, s.commits, s.aborts - s.aborts_empty, f->ctr.retries, s.aborts_empty, f->ctr.inval_late, f->ctr.readers_late, f->ctr.tx_yields, s.log_records, s.log_bytes, s.log_flushes, s.log_fpis,
 			 s.log_segs_made, s.log_segs_recycled, hit, s.cache_hits, s.cache_misses, s.page_reads, s.page_writes,
 			 s.checkpoints, s.checkpoints_bg, s.lock_requests, s.lock_waits, s.lock_deadlocks, s.lock_timeouts,
 			 s.rec_records,

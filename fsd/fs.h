@@ -53,6 +53,10 @@ typedef struct fs_options {
 	int quiet;
 	int progress; /* a long recovery shows how far it is on a terminal (tp.h) */
 	const char *logdir;     /* the store's log is here now, not where mkfs put it */
+	uint32_t tx_wait_ms;      /* fs_tx.c X8: the longest a plain write waits in all for
+				     transactions' locks before they yield (500) */
+	uint32_t tx_short_wait_ms; /* the same for a change of names or a write(2), which
+				     the kernel makes holding a lock readers need (10) */
 } fs_options;
 
 /* The caller of a request (fuse_req_ctx). */
@@ -282,6 +286,7 @@ typedef struct fs_counters {
 	uint64_t retries; /* calls retried after losing a deadlock */
 	uint64_t inval_late; /* commits whose invalidation outlasted their locks (fs_tx.c X6) */
 	uint64_t readers_late; /* commits that stopped waiting for plain readers to close (X7) */
+	uint64_t tx_yields; /* transactions doomed because a plain writer waited its bound (X8) */
 } fs_counters;
 void fs_count(fs *f, int op);
 void fs_counters_get(fs *f, fs_counters *out);

@@ -331,7 +331,7 @@ int fs_write(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, const void *
 	*done = 0;
 	if (f->opt.readonly)
 		return -EROFS;
-	int rc = fs_errno(fs_run(f, c, FS_WR, write_fn, &a));
+	int rc = fs_errno(fs_run(f, c, FS_KLOCK, write_fn, &a));
 	if (!rc)
 		*done = a.done;
 	if (!rc && at)

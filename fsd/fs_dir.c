@@ -261,7 +261,7 @@ static int create(fs *f, const fs_caller *c, uint64_t parent, const char *name, 
 	if (f->opt.readonly)
 		return -EROFS;
 	a.ino = fs_new_ino(f);
-	return fs_errno(fs_run(f, c, FS_WR, create_fn, &a));
+	return fs_errno(fs_run(f, c, FS_KLOCK, create_fn, &a));
 }
 
 int fs_mknod(fs *f, const fs_caller *c, uint64_t parent, const char *name, mode_t mode, dev_t rdev, fs_attr *out)
@@ -339,7 +339,7 @@ int fs_link(fs *f, const fs_caller *c, uint64_t ino, uint64_t newparent, const c
 	int rc = check_name(newname, &a.len);
 	if (rc)
 		return -rc;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, link_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_KLOCK, link_fn, &a));
 }
 
 /* ---- unlink, rmdir ---- */
@@ -405,7 +405,7 @@ int fs_unlink(fs *f, const fs_caller *c, uint64_t parent, const char *name)
 	int rc = check_name(name, &a.len);
 	if (rc)
 		return -rc;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_KLOCK, remove_fn, &a));
 }
 
 int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name)
@@ -418,7 +418,7 @@ int fs_rmdir(fs *f, const fs_caller *c, uint64_t parent, const char *name)
 		return -EINVAL;
 	if (!strcmp(name, ".."))
 		return -ENOTEMPTY;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, remove_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_KLOCK, remove_fn, &a));
 }
 
 /* ---- rename ---- */
@@ -593,7 +593,7 @@ int fs_rename(fs *f, const fs_caller *c, uint64_t parent, const char *name, uint
 		return -rc;
 	if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(newname, ".") || !strcmp(newname, ".."))
 		return -EBUSY;
-	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_WR, rename_fn, &a));
+	return f->opt.readonly ? -EROFS : fs_errno(fs_run(f, c, FS_KLOCK, rename_fn, &a));
 }
 
 /* ---- readlink ---- */

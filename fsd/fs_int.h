@@ -111,6 +111,7 @@ typedef struct fs_waiter {
 	int strikes;              /* consecutive watches that saw its holder blocked in the kernel */
 	pid_t tid;                /* the waiting thread */
 	int interrupted;          /* its request was interrupted: the wait ends with EINTR */
+	int cancelled;            /* X5 cancelled it (not X8's bound) */
 	struct fs_waiter *next;
 } fs_waiter;
 
@@ -124,7 +125,19 @@ typedef struct fs_op {
 	fs_ws *ws;   /* tx's write set, else NULL */
 	int wr;      /* a plain call that changes something (takes transaction-level locks) */
 	int ordered; /* file blocks go to the store as ordered data (FS_ORDERED_MIN) */
+	int klock;   /* a plain FS_KLOCK call: the kernel holds a lock readers need */
+	pid_t pid;   /* the caller (0: the daemon itself), named by a transaction that yields (X8) */
+	uint64_t *deadline; /* X8: a plain call's: when its waits for transactions end (0: none began) */
+	const char *lname; /* X8: the name fs_lock_name locks (its parent's lock first), for messages */
+	size_t lnamelen;
+	uint64_t lparent;
 } fs_op;
+
+/* fs_tx.c X8: a plain call's wait for name (mode) timed out: every user
+ * transaction holding it in a conflicting mode yields (is doomed, naming
+ * op->pid and what it waited for).  TP_EDEADLOCK: fs_run tries the call
+ * again. */
+int fs_tx_yield(fs_op *op, const void *name, size_t len, int mode);
 
 /* A plain write request of at least this many bytes stores its file
  * blocks as ordered data (tp.h, TP_ORDERED): written once in place and
@@ -140,8 +153,12 @@ typedef struct fs_op {
 /* FS_ATTR: getattr, a read that a doomed transaction's members still get
  * (as the committed state, which is all their view holds now): path walks
  * and the kernel's permission checks need it, txcommit and txabort
- * among them. */
-enum { FS_RD = 0, FS_WR = 1, FS_ATTR = 2 };
+ * among them.  FS_KLOCK: a change the kernel makes holding a lock that
+ * readers need -- a change of names (create, mkdir, mknod, symlink, link,
+ * unlink, rmdir, rename) the directory's, which every lookup in it takes;
+ * a write(2) the page it fills, which a read of that page waits for: a
+ * plain one waits for transactions' locks only briefly (fs_tx.c X8). */
+enum { FS_RD = 0, FS_WR = 1, FS_ATTR = 2, FS_KLOCK = 3 };
 
 /* Runs fn as one call of caller c (NULL: an internal call): a member's in
  * its transaction (fs_tx.c), any other in an engine transaction of its own:

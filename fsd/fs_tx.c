@@ -58,6 +58,20 @@
  *       (random_crash saw 'T30' of 'T3000030\n' after 'T0\n').
  *   X7  A commit first waits (bounded) for the files it changes that are
  *       open outside every transaction to be closed (wait_plain_readers).
+ *   X8  A plain call waits for transactions' locks ("U", "N", the rename
+ *       lock) at most a bound in all, counted from its first wait: -o
+ *       tx_short_wait (10 ms) for a write(2) or a change of names, which
+ *       the kernel makes holding a lock readers need (the page's, the
+ *       directory's: a longer wait would make a non-member's read wait
+ *       with it, issue 24), -o tx_wait (500 ms) for the rest.  At the
+ *       bound every transaction holding that lock in a conflicting mode
+ *       yields (fs_tx_yield): it is doomed as a deadlock victim is (X2;
+ *       EDEADLK, so txrun --retry runs it again), its reason names the
+ *       writer's pid and command and the inode or name, and the call is
+ *       tried again.  A transaction committing is waited for instead (its
+ *       locks go as its record is logged).  Transactions still wait for
+ *       each other without a bound (serializable, strict 2PL), and plain
+ *       readers never wait at all.
  */
 #include "fs_int.h"
 
@@ -92,7 +106,7 @@ struct fs_tx {
 	pthread_mutex_t mu;      /* X1: member calls, commit and abort */
 	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu (atomic) */
 	int why;                 /* doomed: the errno calls get (written under mu and tmu) */
-	char reason[160];        /* the same; status reads both under tmu */
+	char reason[256];        /* the same; status reads both under tmu */
 	tp_txn *t;               /* under mu, and changed under tmu too; NULL once ended or doomed */
 	pthread_mutex_t tmu;     /* t stays valid while held (status reads its locks) */
 	uint64_t engine_id;      /* tp_txn_id(t) */
@@ -108,6 +122,8 @@ struct fs_tx {
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
 	uint64_t wait_since_ns;
+	int committing;            /* X8: fs_tx_commit runs (relaxed atomic) */
+	char yield[256];           /* X8: why a cancelled wait dooms it, under tmu ("": none) */
 };
 
 static void *inval_thread(void *arg);
@@ -659,7 +675,7 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 	}
 	__atomic_store_n(&tx->calls, tx->calls + 1, __ATOMIC_RELAXED);
 	ws_call_begin(tx->ws);
-	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr == FS_WR};
+	fs_op op = {.f = f, .t = tx->t, .tx = tx, .ws = tx->ws, .wr = wr == FS_WR || wr == FS_KLOCK};
 	__atomic_store_n(&tx->wait_since_ns, now_ns(), __ATOMIC_RELAXED);
 	rc = fn(&op, arg);
 	__atomic_store_n(&tx->wait_since_ns, 0, __ATOMIC_RELAXED);
@@ -667,7 +683,7 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 	__atomic_store_n(&tx->nrecords, ws_records(tx->ws), __ATOMIC_RELAXED);
 	__atomic_store_n(&tx->nbytes, ws_bytes(tx->ws), __ATOMIC_RELAXED);
 	if (rc == TP_EDEADLOCK || rc == TP_EROLLBACK || rc == TP_ETIMEOUT) {
-		char why[160];
+		char why[sizeof tx->reason];
 		snprintf(why, sizeof why, "transaction %" PRIu64 " was chosen as a deadlock victim: nothing was applied",
 			 tx->id);
 		if (rc == TP_ETIMEOUT)
@@ -675,6 +691,10 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 				 "transaction %" PRIu64 " was chosen as a deadlock victim (a cycle through the kernel's "
 				 "file locks): nothing was applied",
 				 tx->id);
+		pthread_mutex_lock(&tx->tmu);
+		if (rc == TP_ETIMEOUT && tx->yield[0]) /* X8: cancelled by a writer it yields to */
+			memcpy(why, tx->yield, sizeof why);
+		pthread_mutex_unlock(&tx->tmu);
 		doom(tx, EDEADLK, why);
 		/* not invalidated here: the kernel may hold a directory lock
 		 * for this very request, which an invalidation of a name in it
@@ -909,6 +929,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		ws_destroy(ws);
 		return -rc;
 	}
+	__atomic_store_n(&tx->committing, 1, __ATOMIC_RELAXED); /* X8: writers wait for the commit's end */
 	wait_plain_readers(f, tx->ws); /* X7 */
 	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
@@ -1031,12 +1052,126 @@ int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx)
 		pthread_mutex_unlock(&f->txmu);
 		w->strikes = stuck ? w->strikes + 1 : 0;
 		if (w->strikes >= 3 && tp_lock_cancel(w->t)) {
+			w->cancelled = 1; /* (under wmu: the waiter reads it after it left the list) */
 			w->strikes = 0;
 			cancelled++;
 		}
 	}
 	pthread_mutex_unlock(&f->wmu);
 	return cancelled;
+}
+
+/* ---- plain writers wait a bounded time (X8) ---- */
+
+/* Whether a lock held in mode held keeps one in mode want from being granted. */
+static int conflicts(int held, int want)
+{
+	static const unsigned char ok[6] = {
+		/* bits: the modes compatible with the index's (1 << mode) */
+		0,
+		1 << TP_LOCK_IS | 1 << TP_LOCK_IX | 1 << TP_LOCK_S | 1 << TP_LOCK_SIX, /* IS */
+		1 << TP_LOCK_IS | 1 << TP_LOCK_IX,                                     /* IX */
+		1 << TP_LOCK_IS | 1 << TP_LOCK_S,                                      /* S */
+		1 << TP_LOCK_IS,                                                       /* SIX */
+		0,                                                                     /* X */
+	};
+	return held > 0 && held <= TP_LOCK_X && !(ok[held] & (1 << want));
+}
+
+/* What a transaction-level lock name covers, for a message (fs.c F5);
+ * a directory's, with the name op changes in it. */
+static void lock_what(const fs_op *op, const unsigned char *name, size_t len, char *buf, size_t size)
+{
+	uint64_t ino = 0;
+	for (size_t i = 1; i < 9 && i < len; i++)
+		ino = ino << 8 | name[i];
+	if (len == 9 && name[0] == 'U' && op->lname && op->lparent == ino)
+		snprintf(buf, size, "the name '%.*s' in directory inode %" PRIu64,
+			 (int)(op->lnamelen > 64 ? 64 : op->lnamelen), op->lname, ino);
+	else if (len == 9 && name[0] == 'U')
+		snprintf(buf, size, "inode %" PRIu64, ino);
+	else if (len > 9 && name[0] == 'N')
+		snprintf(buf, size, "the name '%.*s' in directory inode %" PRIu64, (int)(len - 9 > 64 ? 64 : len - 9),
+			 (const char *)name + 9, ino);
+	else
+		snprintf(buf, size, "the store's rename lock");
+}
+
+/* Dooms a (a reference held) for a plain writer: at once if no member
+ * call runs; else the call's lock wait is cancelled (fs_tx_run dooms it
+ * with the reason), or a call that does not wait for a lock is waited
+ * for, briefly.  A commit under way is not disturbed but waited for: it
+ * releases the lock soon (its transaction-level locks go as its record is
+ * logged). */
+static void yield_one(fs_tx *a, const char *reason)
+{
+	for (int i = 0; i < 100; i++) {
+		if (pthread_mutex_trylock(&a->mu) == 0) {
+			if (a->state == FS_TX_ACTIVE) {
+				doom(a, EDEADLK, reason);
+				/* invalidated when it ends (X4): the kernel may hold
+				 * the lock of a directory it names for this very request */
+				a->dropped = a->ws;
+				a->ws = NULL;
+			}
+			pthread_mutex_unlock(&a->mu);
+			return;
+		}
+		if (__atomic_load_n(&a->committing, __ATOMIC_RELAXED)) {
+			/* its locks go as its commit record is logged: wait for that
+			 * (bounded), rather than try again and again meanwhile */
+			for (int k = 0; k < 10000 && fs_tx_state(a) != FS_TX_ENDED; k++)
+				nanosleep(&(struct timespec){0, 1000000}, NULL);
+			return;
+		}
+		pthread_mutex_lock(&a->tmu);
+		snprintf(a->yield, sizeof a->yield, "%s", reason);
+		if (a->t)
+			(void)tp_lock_cancel(a->t);
+		pthread_mutex_unlock(&a->tmu);
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+}
+
+int fs_tx_yield(fs_op *op, const void *name, size_t len, int mode)
+{
+	fs *f = op->f;
+	fs_tx *v[16];
+	int n = 0;
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *a = f->txs; a && n < (int)(sizeof v / sizeof v[0]); a = a->next) {
+		pthread_mutex_lock(&a->tmu);
+		int held = a->t ? tp_lock_held(a->t, name, len) : 0;
+		pthread_mutex_unlock(&a->tmu);
+		if (conflicts(held, mode)) {
+			a->refs++;
+			v[n++] = a;
+		}
+	}
+	pthread_mutex_unlock(&f->txmu);
+	if (n) {
+		char what[120], comm[32] = "?", reason[sizeof v[0]->reason];
+		lock_what(op, name, len, what, sizeof what);
+		if (op->pid > 0) {
+			char path[48];
+			snprintf(path, sizeof path, "/proc/%d/comm", (int)op->pid);
+			FILE *fp = fopen(path, "re");
+			if (fp) {
+				if (fgets(comm, sizeof comm, fp))
+					comm[strcspn(comm, "\n")] = 0;
+				fclose(fp);
+			}
+		}
+		for (int i = 0; i < n; i++) {
+			snprintf(reason, sizeof reason,
+				 "transaction %" PRIu64 " yielded to process %d (%s) writing %s: nothing was applied",
+				 v[i]->id, (int)op->pid, op->pid > 0 ? comm : "tpfsd", what);
+			yield_one(v[i], reason);
+			__atomic_add_fetch(&f->ctr.tx_yields, 1, __ATOMIC_RELAXED);
+			fs_tx_put(v[i]);
+		}
+	}
+	return TP_EDEADLOCK;
 }
 
 /* ---- reports ---- */

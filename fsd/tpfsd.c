@@ -126,6 +126,14 @@ static const char usage[] =
 	"                        (default 1; 0: never)\n"
 	"  max_threads=N         requests served at once, at most (default 512)\n"
 	"  max_idle_threads=N    idle worker threads kept (default 10)\n"
+	"  tx_wait=MS            the longest a write from outside every transaction\n"
+	"                        waits for transactions' locks, 1 to 3600000: then\n"
+	"                        they yield (are aborted; txcommit fails and names\n"
+	"                        the writer) (default 500)\n"
+	"  tx_short_wait=MS      the same for a write(2) and for creating, removing\n"
+	"                        or renaming a name, which the kernel does holding\n"
+	"                        a lock that readers wait for (the page's, the\n"
+	"                        directory's) (default 10, at most tx_wait)\n"
 	"  max_user_tx=N         open transactions a user other than root may have\n"
 	"                        at once, 1 to 16384 (default 256); root may always\n"
 	"                        begin (a reserve of the table is kept for it)\n"
@@ -480,6 +488,12 @@ static int option(conf *c, const char *o)
 		if (parse_u64(v, &n) || n == 0 || n > 100000)
 			return bad_value(o);
 		c->max_threads = (unsigned)n;
+		return 0;
+	}
+	if (HAS("tx_wait") || HAS("tx_short_wait")) {
+		if (parse_u64(v, &n) || n == 0 || n > 3600 * 1000)
+			return bad_range(o, "milliseconds, from 1 to 3600000");
+		*(HAS("tx_wait") ? &c->fo.tx_wait_ms : &c->fo.tx_short_wait_ms) = (uint32_t)n;
 		return 0;
 	}
 	if (HAS("max_user_tx")) {
