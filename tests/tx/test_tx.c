@@ -2088,9 +2088,24 @@ Test(tx, nonmember_reads_never_wait_under_contention, .timeout = 180)
 	printf("    writers: %ld calls, %ld failed, slowest round (append, create, unlink) %.0f ms; members: %d "
 	       "transactions, %d committed\n",
 	       wcalls, werrs, wworst * 1000, rounds, commits);
+	/* The goals (p99.9 < 100 ms, never 1 s) are a product build's.  A
+	 * daemon under AddressSanitizer or ThreadSanitizer (scripts/test,
+	 * run_tsan.sh set TPFS_DAEMON_SANITIZED) runs several times slower:
+	 * there the bounds are ten times wider -- still far below a read that
+	 * waited for a transaction to end -- and the memory or race checks
+	 * are what the run is for. */
+	const char *sz = getenv("TPFS_DAEMON_SANITIZED");
+	int slow = sz && *sz && strcmp(sz, "0");
+#ifdef __SANITIZE_ADDRESS__
+	slow = 1;
+#endif
+	double lim999 = slow ? 1000 : 100, limmax = slow ? 10000 : 1000;
+	if (slow)
+		printf("    (a sanitized daemon: bounds p99.9 < %.0f ms, max < %.0f ms)\n", lim999, limmax);
 	cr_expect(nall > 1000, "only %zu reads were timed", nall);
-	cr_expect(p999 < 100, "non-member reads under contention: p99.9 %.2f ms (expected < 100 ms)", p999);
-	cr_expect(max < 1000, "non-member reads under contention: the slowest took %.2f ms (expected < 1 s)", max);
+	cr_expect(p999 < lim999, "non-member reads under contention: p99.9 %.2f ms (expected < %.0f ms)", p999, lim999);
+	cr_expect(max < limmax, "non-member reads under contention: the slowest took %.2f ms (expected < %.0f ms)", max,
+		  limmax);
 	cr_expect(rounds > 0 && wcalls > 0, "no work was done: %d member rounds, %ld writer calls", rounds, wcalls);
 	finish();
 }
