@@ -537,6 +537,18 @@ static void small_options(tp_options *o, size_t cache)
 	o->quiet = 1;
 }
 
+/* A new store of small pages in a temporary directory, opened under the io
+ * simulator installed with seed (dir, store: its paths). */
+static void fresh_store(uint64_t seed, char *dir, size_t dn, char *store, size_t sn, tp_options *o, tp_env **env)
+{
+	cr_assert_eq(wl_tmpdir("fault", dir, dn), 0);
+	snprintf(store, sn, "%s/s", dir);
+	small_options(o, 64);
+	cr_assert_eq(tp_mkfs(store, o), 0, "%s", tp_errmsg());
+	iosim_install(seed);
+	cr_assert_eq(tp_open(store, o, env), 0, "%s", tp_errmsg());
+}
+
 Test(fault, abort_after_failed_log_write, .timeout = 60)
 {
 	char dir[200], store[256];
@@ -547,12 +559,7 @@ Test(fault, abort_after_failed_log_write, .timeout = 60)
 	unsigned char z[40], r[40];
 	int rc;
 
-	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
-	snprintf(store, sizeof store, "%s/s", dir);
-	small_options(&o, 64);
-	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
-	iosim_install(1);
-	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	fresh_store(1, dir, sizeof dir, store, sizeof store, &o, &env);
 	cr_assert_eq(tp_begin(env, &t), 0);
 	cr_assert_eq(tp_page_alloc(t, 1, &pg), 0);
 	cr_assert_eq(tp_commit(t, 0), 0);
@@ -778,12 +785,7 @@ static void full_disk_rounds(int crash)
 	unsigned n = 0, first = 0;
 
 	cr_assert_not_null(pages);
-	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
-	snprintf(store, sizeof store, "%s/s", dir);
-	small_options(&o, 64);
-	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
-	iosim_install(11);
-	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	fresh_store(11, dir, sizeof dir, store, sizeof store, &o, &env);
 	cr_assert_eq(full_fill_one(env, pages), 0); /* the page file's first growth, a margin ahead */
 	n = 1;
 	iosim_disk_full(1); /* from here on no file of the store grows */
@@ -858,12 +860,7 @@ static void full_disk_rollback(int crash)
 	const unsigned nkeys = 1200;
 
 	cr_assert_not_null(pages);
-	cr_assert_eq(wl_tmpdir("fault", dir, sizeof dir), 0);
-	snprintf(store, sizeof store, "%s/s", dir);
-	small_options(&o, 64);
-	cr_assert_eq(tp_mkfs(store, &o), 0, "%s", tp_errmsg());
-	iosim_install(13);
-	cr_assert_eq(tp_open(store, &o, &env), 0, "%s", tp_errmsg());
+	fresh_store(13, dir, sizeof dir, store, sizeof store, &o, &env);
 	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE | TP_TREE_U64, &tr), 0, "%s", tp_errmsg());
 	cr_assert_eq(tp_begin(env, &t), 0);
 	for (uint64_t k = 0; k < nkeys; k++) {
