@@ -118,7 +118,7 @@ void fsd_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode
 		return;
 	}
 	fsd_open_flags(d, &c, a.ino, fi);
-	fi->fh = fh_of(fi, fsd_alias_tag(fsd_nodeid(&c, a.ino)), !c.tx, stamp);
+	fi->fh = fh_of(fi, fsd_alias_tag(fsd_nodeid(d, &c, a.ino, a.mode)), !c.tx, stamp);
 	fsd_to_entry(d, &c, parent, name, &a, &e);
 	/* H2: fs_mknod took the lookup reference */
 	if (fuse_reply_create(req, &e, fi) != 0) {

@@ -22,8 +22,13 @@ static inline uint64_t fsd_ino(uint64_t nodeid) { return nodeid & FSD_INO_MASK; 
 /* The alias tag of a node id; 0: the shared inode. */
 static inline uint64_t fsd_alias_tag(uint64_t nodeid) { return nodeid >> FSD_ALIAS_SHIFT; }
 uint64_t fsd_tx_tag(const fs_tx *tx); /* never 0 */
-/* The node id the caller's kernel should know ino by. */
-uint64_t fsd_nodeid(const fs_caller *c, uint64_t ino);
+/* The node id the caller's kernel should know ino (of type mode) by: a
+ * directory's is shared unless C9 made it the transaction's own. */
+uint64_t fsd_nodeid(fsd *d, const fs_caller *c, uint64_t ino, uint32_t mode);
+/* C9: -ESTALE if a member's rmdir or rename must be asked again (the
+ * directories named became its transaction's own), else 0. */
+int fsd_dirs_private(fsd *d, const fs_caller *c, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname);
 /* The view the kernel caches for a node id of this tag: the caller's if
  * the tag is its transaction's, else the committed state (tx NULL). */
 fs_caller fsd_cache_view(const fs_caller *c, uint64_t tag);

@@ -123,7 +123,9 @@ void fsd_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	parent = fsd_ino(parent); /* C5 */
 	fsd *d = fsd_begin(req, FSD_OP_RMDIR);
 	fs_caller c = fsd_caller(req);
-	int rc = fsd_name_ok(name) ? fs_rmdir(d->fs, &c, parent, name) : -ENAMETOOLONG;
+	int rc = fsd_dirs_private(d, &c, parent, name, 0, NULL); /* C9 */
+	if (rc == 0)
+		rc = fsd_name_ok(name) ? fs_rmdir(d->fs, &c, parent, name) : -ENAMETOOLONG;
 	fsd_reply_err(req, d, rc);
 	if (!rc)
 		fsd_changed(d, &c, 0, parent, NULL);
@@ -140,8 +142,9 @@ void fsd_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t 
 	int rc;
 	if (!fsd_name_ok(name) || !fsd_name_ok(newname))
 		rc = -ENAMETOOLONG;
-	else /* RENAME_NOREPLACE, RENAME_EXCHANGE; the fs layer refuses others */
+	else if ((rc = fsd_dirs_private(d, &c, parent, name, newparent, newname)) == 0) /* C9 */
 		rc = fs_rename(d->fs, &c, parent, name, newparent, newname, flags);
+	/* (RENAME_NOREPLACE, RENAME_EXCHANGE; the fs layer refuses others) */
 	fsd_reply_err(req, d, rc);
 	if (!rc) {
 		fsd_changed(d, &c, 0, parent, name);

@@ -177,7 +177,7 @@ void fsd_to_entry(fsd *d, const fs_caller *c, uint64_t parent, const char *name,
 		  struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof *e);
-	e->ino = fsd_nodeid(c, a->ino); /* C5 */
+	e->ino = fsd_nodeid(d, c, a->ino, a->mode); /* C5, C9 */
 	if (e->ino != a->ino)
 		fs_tx_mark_aliased(c->tx);
 	e->generation = 0; /* inode numbers are never reused (fs.h) */

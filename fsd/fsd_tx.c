@@ -296,6 +296,9 @@ struct fsd_txs {
 		int aliased;
 	} tags[TAG_SLOTS];
 	uint64_t next_tag, tag_tick;
+	pthread_mutex_t dmu;    /* C9: dirs */
+	uint64_t *dirs;         /* C9: alias node ids of directories a transaction moves or removes */
+	int ndirs, capdirs;     /* ndirs: under dmu, read without it (relaxed atomic) */
 	int evfd;               /* wakes the reaper */
 	int epfd;               /* T3: the bindings' pidfds, or -1 */
 	int long_poll;          /* the reaper sleeps up to a second: a begin must wake it (seq_cst) */
@@ -769,17 +772,19 @@ void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, cons
 	 * any; the shared ones may hold its names (a create in a directory it
 	 * opened before joining) */
 	int own = fs_tx_aliased(c->tx);
-	if (ino && (own || fsd_nodeid(c, ino) == ino)) /* (the root is everyone's) */
-		inval(d->txs, fsd_nodeid(c, ino), NULL, 0);
-	int own_parent = parent && own && fsd_nodeid(c, parent) != parent;
+	uint64_t node = ino ? fsd_nodeid(d, c, ino, S_IFREG) : 0;
+	if (ino && (own || node == ino)) /* (the root is everyone's) */
+		inval(d->txs, node, NULL, 0);
+	uint64_t pnode = parent ? fsd_nodeid(d, c, parent, S_IFDIR) : 0; /* C9 */
+	int own_parent = parent && own && pnode != parent;
 	if (parent) {
 		if (own_parent)
-			inval(d->txs, fsd_nodeid(c, parent), NULL, 0);
+			inval(d->txs, pnode, NULL, 0);
 		inval(d->txs, parent, NULL, 0);
 	}
 	if (parent && name) {
 		if (own_parent)
-			inval(d->txs, fsd_nodeid(c, parent), name, strlen(name));
+			inval(d->txs, pnode, name, strlen(name));
 		inval(d->txs, parent, name, strlen(name));
 	}
 }
@@ -787,6 +792,8 @@ void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, cons
 /* ---- private inodes (C5) ---- */
 
 #define TAG_MAX ((1ull << (64 - FSD_ALIAS_SHIFT)) - 1)
+
+static void dirs_drop(struct fsd_txs *x, uint64_t tag); /* C9 */
 
 uint64_t fsd_tx_tag(const fs_tx *tx) { return fs_tx_view(tx); }
 
@@ -820,9 +827,12 @@ static uint64_t tag_take(struct fsd_txs *x, pid_t pid, uint64_t start, int *alia
 	}
 	if (!e)
 		e = old;
+	uint64_t gone = e->tag; /* C9: a tag no process keeps any more */
 	*e = (struct tag_ent){.pid = pid, .start = start, .tag = tag, .used = x->tag_tick};
 	*aliased = 0;
 	pthread_mutex_unlock(&x->mu);
+	if (gone)
+		dirs_drop(x, gone);
 	return tag;
 }
 
@@ -839,13 +849,95 @@ static void tag_ended(struct fsd_txs *x, fs_tx *tx, int committed)
 				x->tags[i].tag = 0;
 		}
 	pthread_mutex_unlock(&x->mu);
+	if (!committed)
+		dirs_drop(x, tag); /* C9 */
 }
 
-uint64_t fsd_nodeid(const fs_caller *c, uint64_t ino)
+/* ---- directories of a transaction's own (C9) ---- */
+
+#define DIRS_MAX 65536 /* C9: directories kept private at once, at most */
+
+static int dir_listed(struct fsd_txs *x, uint64_t alias)
+{
+	int found = 0;
+	if (!x || !__atomic_load_n(&x->ndirs, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&x->dmu);
+	for (int i = 0; i < x->ndirs && !found; i++)
+		found = x->dirs[i] == alias;
+	pthread_mutex_unlock(&x->dmu);
+	return found;
+}
+
+/* C9: the directories of tag are no transaction's own any more. */
+static void dirs_drop(struct fsd_txs *x, uint64_t tag)
+{
+	if (!__atomic_load_n(&x->ndirs, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&x->dmu);
+	int n = 0;
+	for (int i = 0; i < x->ndirs; i++)
+		if (fsd_alias_tag(x->dirs[i]) != tag)
+			x->dirs[n++] = x->dirs[i];
+	__atomic_store_n(&x->ndirs, n, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&x->dmu);
+}
+
+/* C9: makes directory ino the caller's transaction's own; 1 if it was not
+ * yet (the kernel holds the shared inode), 0 if it was or cannot be. */
+static int dir_take(struct fsd_txs *x, const fs_caller *c, uint64_t ino)
+{
+	uint64_t alias = ino | fsd_tx_tag(c->tx) << FSD_ALIAS_SHIFT;
+	int added = 0;
+	if (ino == FS_ROOT_INO || dir_listed(x, alias))
+		return 0;
+	pthread_mutex_lock(&x->dmu);
+	if (x->ndirs == x->capdirs && x->capdirs < DIRS_MAX) {
+		int cap = x->capdirs ? 2 * x->capdirs : 64;
+		uint64_t *v = realloc(x->dirs, (size_t)cap * sizeof *v);
+		if (v)
+			x->dirs = v, x->capdirs = cap;
+	}
+	if (x->ndirs < x->capdirs) {
+		x->dirs[x->ndirs] = alias;
+		__atomic_store_n(&x->ndirs, x->ndirs + 1, __ATOMIC_RELAXED);
+		added = 1;
+	}
+	pthread_mutex_unlock(&x->dmu);
+	return added;
+}
+
+/* C9: before a member removes, renames or replaces the directories named
+ * (name in parent, and newname in newparent if not NULL) that its kernel
+ * holds by their shared node ids: they become its own, and the caller
+ * answers ESTALE, on which the kernel looks the names up again (now
+ * giving it aliases) and repeats the call once. */
+int fsd_dirs_private(fsd *d, const fs_caller *c, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname)
+{
+	if (!c->tx || !d->txs)
+		return 0;
+	int taken = 0;
+	for (int i = 0; i < 2; i++) {
+		const char *n = i ? newname : name;
+		fs_attr a;
+		if (!n || !fsd_name_ok(n) || fs_lookup(d->fs, c, i ? newparent : parent, n, &a) != 0)
+			continue;
+		if (S_ISDIR(a.mode))
+			taken |= dir_take(d->txs, c, a.ino);
+		fs_forget(d->fs, a.ino, 1); /* the reference fs_lookup took */
+	}
+	return taken ? -ESTALE : 0;
+}
+
+uint64_t fsd_nodeid(fsd *d, const fs_caller *c, uint64_t ino, uint32_t mode)
 {
 	if (!c->tx || ino == FS_ROOT_INO) /* the root is the mount's: never an alias */
 		return ino;
-	return ino | fsd_tx_tag(c->tx) << FSD_ALIAS_SHIFT;
+	uint64_t alias = ino | fsd_tx_tag(c->tx) << FSD_ALIAS_SHIFT;
+	if (S_ISDIR(mode) && !dir_listed(d->txs, alias)) /* C9: a directory is shared */
+		return ino;
+	return alias;
 }
 
 fs_caller fsd_cache_view(const fs_caller *c, uint64_t tag)
@@ -1045,6 +1137,7 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 	x->epfd = epoll_create1(EPOLL_CLOEXEC); /* -1: group_rules_now looks at every binding */
 	pthread_mutex_init(&x->mu, NULL);
 	pthread_mutex_init(&x->rmu, NULL);
+	pthread_mutex_init(&x->dmu, NULL);
 	x->ring = malloc(NAME_RING * sizeof *x->ring); /* NULL: begins wait instead (C6) */
 	if ((x->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		rc = errno;
@@ -1096,7 +1189,9 @@ void fsd_tx_stop(fsd *d)
 		return; /* leaked rather than freed under a running thread */
 	pthread_mutex_destroy(&x->mu);
 	pthread_mutex_destroy(&x->rmu);
+	pthread_mutex_destroy(&x->dmu);
 	d->txs = NULL;
+	free(x->dirs);
 	free(x->ring);
 	free(x);
 }
