@@ -224,6 +224,9 @@ int fs_tx_aliased(const fs_tx *tx);
 uint64_t fs_tx_view(const fs_tx *tx);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
+/* The owner's group (fsd_tx.c M1), set once after begin; (gid_t)-1 until then: any. */
+void fs_tx_set_gid(fs_tx *tx, gid_t gid);
+gid_t fs_tx_gid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);
 int fs_tx_state(fs_tx *tx);
 /* Commits: 0 when every change is applied and durable; else a negative

@@ -95,6 +95,7 @@ struct fs_tx {
 	uint64_t start;
 	pid_t ppid;              /* the bound process's parent at begin (fs_tx_history) */
 	uid_t uid;
+	gid_t gid;               /* fs_tx_set_gid (relaxed atomic); (gid_t)-1: not yet */
 	char comm[32];
 	struct timespec born;
 	int refs;                /* under f->txmu */
@@ -185,6 +186,10 @@ void fs_tx_root_changed(fs_tx *tx) /* under tx->mu (a member's call) */
 uint64_t fs_tx_gen(fs *f) { return __atomic_load_n(&f->txgen, __ATOMIC_ACQUIRE); }
 uint64_t fs_tx_id(const fs_tx *tx) { return tx->id; }
 uid_t fs_tx_uid(const fs_tx *tx) { return tx->uid; }
+
+void fs_tx_set_gid(fs_tx *tx, gid_t gid) { __atomic_store_n(&tx->gid, gid, __ATOMIC_RELAXED); }
+
+gid_t fs_tx_gid(const fs_tx *tx) { return __atomic_load_n(&tx->gid, __ATOMIC_RELAXED); }
 pid_t fs_tx_pid(const fs_tx *tx) { return tx->pid; }
 int fs_tx_state(fs_tx *tx) { return __atomic_load_n(&tx->state, __ATOMIC_ACQUIRE); }
 
@@ -252,6 +257,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	tx->start = start;
 	tx->ppid = ppid;
 	tx->uid = uid;
+	tx->gid = (gid_t)-1;
 	tx->view = view;
 	tx->aliased = aliased;
 	snprintf(tx->comm, sizeof tx->comm, "%s", comm ? comm : "?");

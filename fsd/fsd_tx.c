@@ -8,7 +8,7 @@
  * txrun itself, a program using the client library).  A request belongs to
  * the transaction of the nearest process, among the requesting thread's
  * process and its ancestors, that is bound -- if the request's credentials
- * are the transaction's user's (M1).  Processes are known by pid and start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
+ * are the transaction's user's and group's (M1).  Processes are known by pid and start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
  * transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
  * and generation of the transaction table, and checked against the
@@ -20,17 +20,22 @@
  * find their caller's chain there too.  (A chain goes stale only when an
  * ancestor dies; what L2 does then is late by at most that long.)
  *
- *   M1  A request joins a transaction only if its user (the fsuid the
- *       kernel sends with it) is the transaction's owner, or the owner is
- *       root.  A set-user-ID-root program (or su, sudo, a daemon that
- *       switches users) run by a member writes as root, or as its user,
- *       with rights the owner does not have: such writes are plain calls,
- *       committed at once and seen by everyone, and txabort cannot take
- *       them back -- an unprivileged user must not roll back privileged
- *       writes (issue 24, 5).  Root's transactions take every descendant
- *       (root could undo those writes anyway, and `txrun -- make install`
- *       stays whole when a tool drops its privileges).  The group is not
- *       looked at: a set-group-ID program run by a member joins.
+ *   M1  A request joins a transaction only if its user and group (the
+ *       fsuid and fsgid the kernel sends with it) are the transaction's
+ *       owner's -- the bound process's at begin (fs_tx_set_gid; any group
+ *       until it is set) -- or the owner is root.  A set-user-ID-root
+ *       program (or su, sudo, a daemon that switches users) run by a
+ *       member writes as root, or as its user, with rights the owner does
+ *       not have: such writes are plain calls, committed at once and seen
+ *       by everyone, and txabort cannot take them back -- an unprivileged
+ *       user must not roll back privileged writes (issue 24, 5).  So with
+ *       the group: a set-group-ID program (or newgrp, sg) run by a member
+ *       writes with the rights of a group the owner may not have, and its
+ *       writes are plain calls too.  Root's transactions take every
+ *       descendant (root could undo those writes anyway, and `txrun --
+ *       make install` stays whole when a tool drops its privileges).  M2
+ *       counts as members only processes acting as the owner in both
+ *       (acts_as).
  *
  *   M2  A commit is refused (EBUSY, nothing changed, the transaction
  *       still open) while other members run: live processes, not
@@ -46,6 +51,15 @@
  *       of them at most), as L2's
  *       orphans do -- also under a later transaction of the shell.
  *       (txcommit --wait asks again until none is left: tools/tpfs_tx.c.)
+ *
+ *   M3  An abort by a member (txabort; txrun after its command failed)
+ *       is never refused: it ends the transaction at once and cuts off
+ *       the other members still running (M2's rule, the same list), and
+ *       its answer names them.  Otherwise a background job would go on
+ *       writing as plain calls, each committed on its own, or join the
+ *       shell's next transaction (issue 24, gap e).  An abort by id
+ *       (txabort --id) of another shell's transaction only dooms it: its
+ *       members' calls fail until that shell ends it.
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -105,8 +119,9 @@
  *       invalidated before txcommit/txabort returns (fs_tx.c X4), the
  *       shared inode and the transaction's own (C5) both.
  *   C5  A member's kernel inodes are its transaction's own: every entry
- *       it gets names the inode by an alias node id (the inode number
- *       with the transaction's tag in bits 44-63; the root excepted), so
+ *       of a file (not a directory: C9) it gets names the inode by an
+ *       alias node id (the inode number with the transaction's tag in
+ *       bits 44-63), so
  *       the kernel keeps a separate inode -- sizes, attributes, page
  *       cache, a removed directory's deadness -- for the transaction, and
  *       the shared inode of non-members never holds a member's view.
@@ -163,6 +178,21 @@
  *       file drops at every mmap; and the committed state it came from
  *       is every later view's too.  After an abort the tag is new, so
  *       nothing of the aborted view can be met again (tag_ended).
+ *   C9  Directories keep their shared node id for members, as the root
+ *       always did: a name resolved to another node id makes the kernel
+ *       drop its dentry, and a dropped dentry that is a process's working
+ *       directory is unhashed (getcwd fails with ENOENT) -- every member
+ *       walking to a bystander's directory by its full path broke the
+ *       bystander.  What the kernel keeps of a directory is per caller
+ *       anyway (zero timeouts, C1; no cached listings, H4), except what
+ *       it does to the inode at an rmdir (marks it dead for everyone) and
+ *       a rename (moves its dentry).  So a member's rmdir or rename naming
+ *       a directory the kernel knows by its shared id makes it the
+ *       transaction's own first (dir_take: a list of alias node ids, kept
+ *       and dropped with the tag, C8) and answers ESTALE without doing
+ *       anything; the kernel looks the names up again (LOOKUP_REVAL),
+ *       gets the alias (fsd_nodeid) and repeats the call once, on the
+ *       transaction's own inode (fsd_dirs_private).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -209,6 +239,7 @@ typedef struct proc {
 typedef struct cache_ent {
 	pid_t tid;
 	uid_t uid;
+	gid_t gid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
 	int refuse;                /* an orphaned member (L2): its calls fail */
 	int answered;              /* uid, gen, txid and refuse are an answer */
@@ -554,7 +585,14 @@ static int chain_of(fsd *d, pid_t tid, proc *chain, int *n)
 	return rc;
 }
 
-static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
+/* M1: a request with fsuid uid and fsgid gid acts as tx's owner. */
+static int owner_acts(const fs_tx *tx, uid_t uid, gid_t gid)
+{
+	gid_t g = fs_tx_gid(tx);
+	return fs_tx_uid(tx) == 0 || (uid == fs_tx_uid(tx) && (g == (gid_t)-1 || gid == g));
+}
+
+static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, gid_t gid, int *refuse)
 {
 	struct fsd_txs *x = d->txs;
 	proc self, chain[MAX_DEPTH];
@@ -566,7 +604,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	cache_ent *e = &x->cache[(unsigned)tid % CACHE_SLOTS];
 	pthread_mutex_lock(&x->mu);
 	int fresh = e->tid == tid && now - e->checked_ns < CACHE_TRUST_NS;
-	if (fresh && e->answered && e->uid == uid && e->gen == gen) {
+	if (fresh && e->answered && e->uid == uid && e->gid == gid && e->gen == gen) {
 		uint64_t id = e->txid;
 		*refuse = e->refuse;
 		pthread_mutex_unlock(&x->mu);
@@ -582,7 +620,8 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 		if (proc_read(tid, &self) != 0)
 			return NULL;
 		pthread_mutex_lock(&x->mu);
-		if (e->tid == tid && e->answered && e->uid == uid && e->start == self.start && e->gen == gen) {
+		if (e->tid == tid && e->answered && e->uid == uid && e->gid == gid && e->start == self.start &&
+		    e->gen == gen) {
 			e->checked_ns = now;
 			uint64_t id = e->txid;
 			*refuse = e->refuse;
@@ -606,7 +645,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 			*refuse = 1;
 		}
 	}
-	if (tx && uid != fs_tx_uid(tx) && fs_tx_uid(tx) != 0) { /* M1: another user's: not a member */
+	if (tx && !owner_acts(tx, uid, gid)) { /* M1: another user's or group's: not a member */
 		fs_tx_put(tx);
 		tx = NULL;
 	}
@@ -621,7 +660,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, int *refuse)
 	if (!have)
 		chain_keep(e, tid, self.start, chain, n, now);
 	if (e->tid == tid) {
-		e->uid = uid, e->gen = gen, e->txid = tx ? fs_tx_id(tx) : 0, e->refuse = *refuse;
+		e->uid = uid, e->gid = gid, e->gen = gen, e->txid = tx ? fs_tx_id(tx) : 0, e->refuse = *refuse;
 		e->answered = 1;
 	}
 	pthread_mutex_unlock(&x->mu);
@@ -709,7 +748,7 @@ fs_caller fsd_caller(fuse_req_t req)
 	if (d->txs && (fs_tx_count(d->fs) > 0 || __atomic_load_n(&d->txs->ndoomed, __ATOMIC_RELAXED) > 0)) {
 		/* nothing measurable when no transaction is open */
 		int refuse;
-		c.tx = resolve(d, x->pid, x->uid, &refuse);
+		c.tx = resolve(d, x->pid, x->uid, x->gid, &refuse);
 		if (refuse)
 			c.refuse = ECANCELED; /* L2 */
 		/* a lock wait of this request ends when the kernel interrupts it */
@@ -1481,8 +1520,9 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, EPERM, msg);
 		return;
 	}
-	long tuid = (long)cx->uid; /* a process binding itself: the request's user */
-	if (i > 0 && proc_status_num((pid_t)target, "Uid", &tuid) != 0) {
+	long tuid = (long)cx->uid, tgid = (long)cx->gid; /* a process binding itself: the request's user and group */
+	if (i > 0 && (proc_status_num((pid_t)target, "Uid", &tuid) != 0 ||
+		      proc_status_num((pid_t)target, "Gid", &tgid) != 0)) {
 		snprintf(msg, sizeof msg, "process %ld has exited", target);
 		answer(req, d, size, ESRCH, msg);
 		return;
@@ -1537,6 +1577,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, -rc, msg);
 		return;
 	}
+	fs_tx_set_gid(tx, (gid_t)tgid); /* M1 */
 	expire_cached_names(d); /* C6 */
 	table_fill(x, fd, tx, tchain);
 	if (pileup || need_wake(x))
@@ -1609,22 +1650,25 @@ static void children_of(pid_t pid, pid_t *q, int *nq, int max)
 		closedir(dir);
 }
 
-/* Whether process p acts as uid (M1: its fsuid; any when uid is root). */
-static int acts_as(const proc *p, uid_t uid)
+/* Whether process p acts as tx's owner (M1: its fsuid and fsgid; any
+ * when the owner is root). */
+static int acts_as(const proc *p, const fs_tx *tx)
 {
 	char path[64], line[256];
-	int ok = uid == 0;
+	uid_t uid = fs_tx_uid(tx);
+	gid_t gid = fs_tx_gid(tx);
+	int ok = uid == 0, uid_ok = 0, gid_ok = gid == (gid_t)-1;
 	snprintf(path, sizeof path, "/proc/%d/status", (int)p->pid);
 	FILE *fp = ok ? NULL : fopen(path, "re");
-	unsigned long r, e, sv, fsu;
+	unsigned long r, e, sv, f;
 	while (fp && fgets(line, sizeof line, fp))
-		if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &e, &sv, &fsu) == 4) {
-			ok = fsu == uid;
-			break;
-		}
+		if (sscanf(line, "Uid: %lu %lu %lu %lu", &r, &e, &sv, &f) == 4)
+			uid_ok = f == uid;
+		else if (sscanf(line, "Gid: %lu %lu %lu %lu", &r, &e, &sv, &f) == 4)
+			gid_ok = gid_ok || f == gid;
 	if (fp)
 		fclose(fp);
-	return ok;
+	return ok || (uid_ok && gid_ok);
 }
 
 static void other_add(proc *out, int *nout, const proc *p)
@@ -1642,7 +1686,6 @@ static void other_add(proc *out, int *nout, const proc *p)
 static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out)
 {
 	struct fsd_txs *x = d->txs;
-	uid_t uid = fs_tx_uid(tx);
 	int nout = 0, more = 0, nq = 0;
 	pid_t *q = malloc(MAX_WALK * sizeof *q);
 	if (q)
@@ -1652,7 +1695,7 @@ static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out
 		if (proc_read(q[i], &p) != 0 || p.state == 'Z' || p.state == 'X')
 			continue;
 		children_of(p.pid, q, &nq, MAX_WALK); /* (a member's children are members) */
-		if (in_chain(chain, at + 1, p.pid, p.start) || !acts_as(&p, uid))
+		if (in_chain(chain, at + 1, p.pid, p.start) || !acts_as(&p, tx))
 			continue;
 		if (nout == MAX_OTHERS)
 			more = 1;
@@ -1670,7 +1713,7 @@ static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out
 	for (int j = 0; j < ns; j++) {
 		proc p;
 		if (in_chain(chain, at + 1, seen[j].pid, seen[j].start) || proc_read(seen[j].pid, &p) != 0 ||
-		    p.start != seen[j].start || p.state == 'Z' || p.state == 'X' || !acts_as(&p, uid))
+		    p.start != seen[j].start || p.state == 'Z' || p.state == 'X' || !acts_as(&p, tx))
 			continue;
 		if (nout == MAX_OTHERS)
 			more = 1;
@@ -1757,7 +1800,7 @@ static void ctl_commit(fuse_req_t req, fsd *d, size_t size, const char *arg)
 static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 {
 	const struct fuse_ctx *cx = fuse_req_ctx(req);
-	char msg[400];
+	char msg[900];
 	fs_tx *tx;
 	int by_id = *arg != 0;
 	if (by_id) {
@@ -1802,11 +1845,34 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		else
 			snprintf(why, sizeof why, "by a member");
 	}
+	/* M3: the other members still running are cut off, as a forced
+	 * commit's are, before the abort makes a new generation */
+	proc chain[MAX_DEPTH], others[MAX_OTHERS];
+	char names[400] = "";
+	int nothers = 0, n = 0, at = 0;
+	if (own) {
+		fs_tx *at_tx = chain_of(d, cx->pid, chain, &n) == 0 ? chain_tx(d, chain, n, &at) : NULL;
+		if (at_tx == tx)
+			nothers = other_members(d, tx, chain, at, others);
+		fs_tx_put(at_tx);
+	}
+	int shown = nothers < MAX_OTHERS ? nothers : MAX_OTHERS;
+	if (nothers)
+		name_procs(names, sizeof names, others, shown, nothers > MAX_OTHERS);
+	for (int k = 0; k < shown; k++)
+		cut_off_add(d->txs, &others[k], fs_tx_id(tx));
 	int was = fs_tx_state(tx);
 	fs_tx_abort(tx, ECONNABORTED, why, own);
 	tag_ended(d->txs, tx, 0);
 	snprintf(msg, sizeof msg, "transaction %" PRIu64 " aborted%s", fs_tx_id(tx),
 		 was == FS_TX_DOOMED ? " (it had been doomed already)" : "");
+	if (nothers) {
+		size_t len = strlen(msg);
+		snprintf(msg + len, sizeof msg - len, "; other members still ran, cut off: their later calls fail with "
+						      "ECANCELED: %s",
+			 names);
+		fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: other members cut off: %s", fs_tx_id(tx), names);
+	}
 	fs_tx_put(tx);
 	answer(req, d, size, 0, msg);
 }

@@ -23,7 +23,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +66,10 @@ static void start(const char *opts)
 	static char path[8192];
 	const char *bin = getenv("TX_BIN");
 	need_tools();
+	if (!g_self[0]) { /* Criterion's workers may not pass through main */
+		ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+		g_self[n > 0 ? n : 0] = 0;
+	}
 	cr_assert(tfs_start(&g_m, NULL, opts) == 0, "cannot make and mount a store (TPFSD, TPFS_BIN, /dev/fuse?)");
 	cr_assert(chmod(g_m.dir, 0711) == 0); /* other users reach the mount point */
 	snprintf(path, sizeof path, "%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
@@ -355,9 +363,156 @@ Test(tx_bystanders, member_rmdir_keeps_cwd_alive, .timeout = 60)
 	finish();
 }
 
+/* ---------------------------------------------------------------------- */
+/* M3: txabort while other members run                                   */
+
+/* M3 (fsd_tx.c, issue 24 gap e), the abort's side of M2: a shell's
+ * txabort while a background job of its transaction still runs ends the
+ * transaction at once and cuts the job off: its later writes fail with
+ * ECANCELED, whether the shell is then outside any transaction (before
+ * M3 each write was a plain call, committed on its own) or in its next
+ * one (which the job joined: its output committed there).  The answer of
+ * txabort -v names the job. */
+Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
+{
+	char buf[512];
+	start(NULL);
+	int st = sh_in("/", "txbegin >/dev/null || exit 1; "
+			    "echo in-tx > \"$MNT/first\" || exit 2; "
+			    "( sleep 0.6; echo late > \"$MNT/bg1\" 2>/dev/null; "
+			    "  sleep 0.6; echo later > \"$MNT/bg2\" 2>/dev/null ) </dev/null & "
+			    "txabort -v > \"$MNT.abort-msg\" 2>&1 || exit 3; "
+			    "sleep 0.2; txbegin >/dev/null || exit 4; sleep 0.5; "
+			    "echo own > \"$MNT/own\" || exit 5; wait; "
+			    "txcommit >/dev/null || exit 6");
+	cr_expect(st == 0, "the member's script failed (%d; 1 txbegin, 2 write, 3 txabort, 4 second txbegin, 5 "
+			   "its write, 6 txcommit)",
+		  st);
+	ssize_t n = -1;
+	int fd = open(strcat(strcpy(buf, g_m.mnt), ".abort-msg"), O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+	cr_log_info("txabort -v said: %s", buf);
+	cr_expect(strstr(buf, "cut off") && strstr(buf, "ECANCELED"),
+		  "txabort -v with a job of the transaction still running said \"%s\": expected it to name the "
+		  "members it cut off",
+		  buf);
+	cr_expect(access(mp("first"), F_OK) != 0, "first exists after txabort");
+	cr_expect(access(mp("bg1"), F_OK) != 0,
+		  "bg1 exists: the write of a member still running after txabort was committed on its own "
+		  "(expected ECANCELED)");
+	cr_expect(access(mp("bg2"), F_OK) != 0,
+		  "bg2 exists: the write of a member of the aborted transaction, still running, joined the shell's "
+		  "next transaction (expected ECANCELED)");
+	cr_expect(read_file("own", buf, sizeof buf) == 4 && !strcmp(buf, "own\n"),
+		  "the shell's own write in its next transaction reads \"%s\" after txcommit", buf);
+	finish();
+}
+
+/* ---------------------------------------------------------------------- */
+/* M1: set-group-ID programs                                              */
+
+/* The calling child becomes uid (and gid) uid, keeping CAP_SETGID across
+ * exec (an ambient capability): its commands can do what a set-group-ID
+ * program does (helper "asg").  0 on success. */
+static int become_with_setgid(uid_t uid)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct c[2];
+	memset(c, 0, sizeof c);
+	c[0].effective = c[0].permitted = c[0].inheritable = 1u << CAP_SETGID;
+	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+	    setresuid(uid, uid, uid) != 0 || syscall(SYS_capset, &h, c) != 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) != 0)
+		return -1;
+	return 0;
+}
+
+/* M1 (fsd_tx.c, issue 24 gap d): a request joins a transaction only with
+ * its owner's user and group (fsuid and fsgid), or when the owner is root.
+ * A user's shell in a transaction runs what a set-group-ID program does:
+ * switch the effective group to one the user is not in and append to a
+ * file only that group may write.  The append is a plain call: non-members
+ * see it at once and the user's txabort cannot take it back; the user's
+ * own write in the same shell is the transaction's and rolled back. */
+Test(tx_bystanders, setgid_program_does_not_join, .timeout = 60)
+{
+	const uid_t user = 65534;
+	const gid_t group = 4242;
+	int up[2], down[2];
+	char ch, buf[256];
+	start(NULL);
+	cr_assert(sh_in(NULL, "echo boot > \"$MNT/glog\" && echo v1 > \"$MNT/own\"") == 0);
+	cr_assert(chown(mp("glog"), 0, group) == 0 && chmod(mp("glog"), 0664) == 0);
+	cr_assert(chown(mp("own"), user, user) == 0);
+	cr_assert(pipe(up) == 0 && pipe(down) == 0);
+	pid_t m = fork();
+	cr_assert(m >= 0);
+	if (m == 0) {
+		char cmd[PATH_MAX + 512];
+		if (dup2(up[1], 3) != 3 || dup2(down[0], 4) != 4 || chdir("/") != 0 || become_with_setgid(user) != 0)
+			_exit(120);
+		unsetenv("BXFI_MAP"); /* Criterion's, not the helper's */
+		snprintf(cmd, sizeof cmd,
+			 "txbegin >/dev/null || exit 1; echo member >> \"$MNT/own\" || exit 2; "
+			 "\"%s\" --helper asg %u \"$MNT/glog\" privileged || exit 3; "
+			 "echo r >&3; read x <&4; txabort >/dev/null || exit 4",
+			 g_self, (unsigned)group);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(121);
+	}
+	close(up[1]);
+	close(down[0]);
+	cr_assert(read(up[0], &ch, 1) == 1, "the member's shell failed before its writes were done");
+	cr_expect(read_file("glog", buf, sizeof buf) > 0 && !strcmp(buf, "boot\nprivileged\n"),
+		  "a non-member reads glog as \"%s\" while the member's transaction is open: the append of the "
+		  "set-group-ID program (fsgid %u) must be a plain call, seen at once",
+		  buf, (unsigned)group);
+	cr_expect(read_file("own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "a non-member reads own as \"%s\": the member's own write leaked", buf);
+	cr_assert(write(down[1], "x\n", 2) == 2);
+	int wst;
+	cr_assert(waitpid(m, &wst, 0) == m);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+		  "the member's shell failed (status 0x%x; 1 txbegin, 2 its write, 3 the set-group-ID append, 4 "
+		  "txabort)",
+		  wst);
+	cr_expect(read_file("glog", buf, sizeof buf) > 0 && !strcmp(buf, "boot\nprivileged\n"),
+		  "after the user's txabort glog reads \"%s\": an unprivileged user rolled back a set-group-ID "
+		  "program's append",
+		  buf);
+	cr_expect(read_file("own", buf, sizeof buf) > 0 && !strcmp(buf, "v1\n"),
+		  "after txabort own reads \"%s\": the member's own write was not rolled back", buf);
+	close(up[0]);
+	close(down[1]);
+	finish();
+}
+
+/* test_tx_bystanders --helper OP ...: what the shells run.
+ *   asg GID FILE TEXT   what a set-group-ID program does: switch the
+ *                       effective (and so file-system) group to GID, then
+ *                       append TEXT and a newline to FILE */
 static int helper(int argc, char **argv)
 {
-	(void)argc, (void)argv;
+	if (argc == 4 && !strcmp(argv[0], "asg")) {
+		gid_t g = (gid_t)strtoul(argv[1], NULL, 10);
+		if (setresgid((gid_t)-1, g, (gid_t)-1) != 0) {
+			printf("setresgid(-1, %u, -1): %s\n", (unsigned)g, strerror(errno));
+			return 1;
+		}
+		char line[512];
+		int len = snprintf(line, sizeof line, "%s\n", argv[3]);
+		int fd = open(argv[2], O_WRONLY | O_APPEND | O_CLOEXEC);
+		int ok = fd >= 0 && write(fd, line, (size_t)len) == len && close(fd) == 0;
+		if (!ok)
+			printf("append to %s as gid %u: %s\n", argv[2], (unsigned)g, strerror(errno));
+		fflush(stdout);
+		_exit(ok ? 0 : 1); /* (not dumpable after the switch: LeakSanitizer could not check it) */
+	}
+	fprintf(stderr, "test_tx_bystanders --helper: unknown request\n");
 	return 2;
 }
 
