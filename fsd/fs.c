@@ -111,6 +111,8 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 	int rc = 0;
 	if (c && c->refuse)
 		return c->refuse;
+	if (c && c->refuse_changes && wr != FS_RD && wr != FS_ATTR)
+		return c->refuse_changes;
 	if (c && c->tx)
 		return fs_tx_run(f, c->tx, wr, fn, arg);
 	if (f->opt.readonly) { /* nothing changes: read without a transaction or locks */

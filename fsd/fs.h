@@ -71,6 +71,8 @@ typedef struct fs_caller {
 			   deadlocks on the upgrade */
 	int refuse;     /* an errno every call of this caller fails with
 			   (an orphaned member, fsd_tx.c L2), or 0 */
+	int refuse_changes; /* an errno every change (not a read) of this
+			   caller fails with (fsd_tx.c M3), or 0 */
 } fs_caller;
 
 typedef struct fs_attr {

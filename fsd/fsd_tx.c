@@ -54,10 +54,14 @@
  *
  *   M3  An abort by a member (txabort; txrun after its command failed)
  *       is never refused: it ends the transaction at once and cuts off
- *       the other members still running (M2's rule, the same list), and
- *       its answer names them.  Otherwise a background job would go on
- *       writing as plain calls, each committed on its own, or join the
- *       shell's next transaction (issue 24, gap e).  An abort by id
+ *       the other members still running (M2's list), and its answer
+ *       names them: their changes, and those of what they start, fail
+ *       with ECANCELED until they exit -- also under the shell's next
+ *       transaction -- while their reads see the committed state (as
+ *       after any abort: a mapping still open reads the committed bytes).
+ *       Otherwise a background job would go on writing as plain calls,
+ *       each committed on its own, or join the shell's next transaction
+ *       (issue 24, gap e).  An abort by id
  *       (txabort --id) of another shell's transaction only dooms it: its
  *       members' calls fail until that shell ends it.
  *
@@ -291,8 +295,9 @@ static uint64_t boot_ticks(void)
 typedef struct seen_ent {
 	pid_t pid;
 	uint64_t start, txid;
-	int doomed;
+	int doomed; /* 1: every call fails (L2, M2); CUT_CHANGES: changes fail (M3) */
 } seen_ent;
+#define CUT_CHANGES 2
 #define MAX_SEEN 4096
 
 /* C6: a name replied with a positive entry timeout, and when. */
@@ -443,6 +448,7 @@ static fs_tx *chain_tx(fsd *d, const proc *chain, int n, int *at)
 static int orphaned(fsd *d, const proc *chain, int n)
 {
 	struct fsd_txs *x = d->txs;
+	int cut = 0;
 	for (int r = 0; r < x->nrules; r++) {
 		const group_rule *g = &x->rules[r];
 		if ((g->session ? chain[0].sid : chain[0].pgid) == g->id && chain[0].start >= g->since &&
@@ -454,6 +460,10 @@ static int orphaned(fsd *d, const proc *chain, int n)
 			seen_ent *s = &x->seen[j];
 			if (s->pid != chain[i].pid || s->start != chain[i].start)
 				continue;
+			if (s->doomed == CUT_CHANGES) {
+				cut = CUT_CHANGES;
+				continue;
+			}
 			if (s->doomed)
 				return 1;
 			fs_tx *tx = fs_tx_by_id(d->fs, s->txid);
@@ -461,18 +471,23 @@ static int orphaned(fsd *d, const proc *chain, int n)
 			if (tx)
 				return 1;
 		}
-	return 0;
+	return cut;
 }
 
-/* M2: a process of chain[0..n) was cut off from its transaction (a
- * doomed entry).  Under x->mu. */
+/* M2, M3: a process of chain[0..n) was cut off from its transaction (a
+ * doomed entry): 1, every call fails; CUT_CHANGES, only its changes; 0.
+ * Under x->mu. */
 static int cut_off(struct fsd_txs *x, const proc *chain, int n)
 {
+	int cut = 0;
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < x->nseen; j++)
-			if (x->seen[j].doomed && x->seen[j].pid == chain[i].pid && x->seen[j].start == chain[i].start)
-				return 1;
-	return 0;
+			if (x->seen[j].doomed && x->seen[j].pid == chain[i].pid && x->seen[j].start == chain[i].start) {
+				if (x->seen[j].doomed != CUT_CHANGES)
+					return 1;
+				cut = CUT_CHANGES;
+			}
+	return cut;
 }
 
 /* Counts a doomed entry or rule in (+1) or out (-1), under x->mu; an
@@ -639,10 +654,10 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, gid_t gid, int *refuse)
 		pthread_mutex_lock(&x->mu);
 		int cut = cut_off(x, chain, at);
 		pthread_mutex_unlock(&x->mu);
-		if (cut) { /* M2: cut off by a forced commit, under a later transaction */
+		if (cut) { /* M2, M3: cut off by a forced commit or an abort, under a later transaction */
 			fs_tx_put(tx);
 			tx = NULL;
-			*refuse = 1;
+			*refuse = cut;
 		}
 	}
 	if (tx && !owner_acts(tx, uid, gid)) { /* M1: another user's or group's: not a member */
@@ -749,8 +764,10 @@ fs_caller fsd_caller(fuse_req_t req)
 		/* nothing measurable when no transaction is open */
 		int refuse;
 		c.tx = resolve(d, x->pid, x->uid, x->gid, &refuse);
-		if (refuse)
-			c.refuse = ECANCELED; /* L2 */
+		if (refuse == CUT_CHANGES)
+			c.refuse_changes = ECANCELED; /* M3 */
+		else if (refuse)
+			c.refuse = ECANCELED; /* L2, M2 */
 		/* a lock wait of this request ends when the kernel interrupts it */
 		tl_fs = d->fs;
 		pid_t tid = fs_thread_id();
@@ -1735,9 +1752,10 @@ static void name_procs(char *buf, size_t size, const proc *v, int n, int more)
 		snprintf(buf + len, size - len, "%s", more ? " and still more" : " and more");
 }
 
-/* M2: p is cut off from its transaction: its calls, and those of what it
- * starts, fail with ECANCELED until it exits. */
-static void cut_off_add(struct fsd_txs *x, const proc *p, uint64_t txid)
+/* M2: p is cut off from its transaction: its calls (how: 1, all; M3's
+ * CUT_CHANGES, its changes), and those of what it starts, fail with
+ * ECANCELED until it exits. */
+static void cut_off_add(struct fsd_txs *x, const proc *p, uint64_t txid, int how)
 {
 	pthread_mutex_lock(&x->mu);
 	int j;
@@ -1745,10 +1763,10 @@ static void cut_off_add(struct fsd_txs *x, const proc *p, uint64_t txid)
 		;
 	if (j == x->nseen && x->nseen < MAX_SEEN)
 		x->seen[x->nseen++] = (seen_ent){.pid = p->pid, .start = p->start, .txid = txid};
-	if (j < x->nseen && !x->seen[j].doomed) {
-		x->seen[j].doomed = 1;
+	if (j < x->nseen && !x->seen[j].doomed)
 		doomed_add(x, 1);
-	}
+	if (j < x->nseen && x->seen[j].doomed != 1)
+		x->seen[j].doomed = how;
 	pthread_mutex_unlock(&x->mu);
 }
 
@@ -1784,7 +1802,7 @@ static void ctl_commit(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		return;
 	}
 	for (int k = 0; k < shown; k++) /* M2: before the commit makes a new generation */
-		cut_off_add(d->txs, &others[k], fs_tx_id(tx));
+		cut_off_add(d->txs, &others[k], fs_tx_id(tx), 1);
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
 	if (nothers) {
 		size_t len = strlen(msg);
@@ -1860,7 +1878,7 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	if (nothers)
 		name_procs(names, sizeof names, others, shown, nothers > MAX_OTHERS);
 	for (int k = 0; k < shown; k++)
-		cut_off_add(d->txs, &others[k], fs_tx_id(tx));
+		cut_off_add(d->txs, &others[k], fs_tx_id(tx), CUT_CHANGES);
 	int was = fs_tx_state(tx);
 	fs_tx_abort(tx, ECONNABORTED, why, own);
 	tag_ended(d->txs, tx, 0);
@@ -1868,8 +1886,8 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		 was == FS_TX_DOOMED ? " (it had been doomed already)" : "");
 	if (nothers) {
 		size_t len = strlen(msg);
-		snprintf(msg + len, sizeof msg - len, "; other members still ran, cut off: their later calls fail with "
-						      "ECANCELED: %s",
+		snprintf(msg + len, sizeof msg - len, "; other members still ran, cut off: they read the committed "
+						      "state, their later changes fail with ECANCELED: %s",
 			 names);
 		fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: other members cut off: %s", fs_tx_id(tx), names);
 	}

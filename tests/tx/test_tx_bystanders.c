@@ -15,6 +15,16 @@
  *                                directory a bystander is in: the bystander
  *                                still creates files there (the kernel's
  *                                inode is not dead), never sees it gone
+ *   abort_cuts_off_running_members
+ *                                txabort while a background job of the
+ *                                transaction still runs: the job's later
+ *                                writes fail with ECANCELED -- neither plain
+ *                                calls committed one by one, nor joined to
+ *                                the shell's next transaction -- and its
+ *                                reads see the committed state (M3)
+ *   setgid_program_does_not_join a set-group-ID program run by a member
+ *                                writes outside the transaction (M1: fsuid
+ *                                and fsgid must be the owner's)
  *
  * The test process is the non-member; members are /bin/sh run by it after
  * txbegin.  Environment (meson): TPFSD, TPFS_BIN (mount_util), TX_BIN.
@@ -371,15 +381,17 @@ Test(tx_bystanders, member_rmdir_keeps_cwd_alive, .timeout = 60)
  * transaction at once and cuts the job off: its later writes fail with
  * ECANCELED, whether the shell is then outside any transaction (before
  * M3 each write was a plain call, committed on its own) or in its next
- * one (which the job joined: its output committed there).  The answer of
- * txabort -v names the job. */
+ * one (which the job joined: its output committed there); its reads see
+ * the committed state.  The answer of txabort -v names the job. */
 Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
 {
 	char buf[512];
 	start(NULL);
+	cr_assert(sh_in(NULL, "echo pub > \"$MNT/pub\"") == 0);
 	int st = sh_in("/", "txbegin >/dev/null || exit 1; "
 			    "echo in-tx > \"$MNT/first\" || exit 2; "
-			    "( sleep 0.6; echo late > \"$MNT/bg1\" 2>/dev/null; "
+			    "( sleep 0.6; cat \"$MNT/pub\" > \"$MNT.bgread\" 2>&1; "
+			    "  echo late > \"$MNT/bg1\" 2>/dev/null; "
 			    "  sleep 0.6; echo later > \"$MNT/bg2\" 2>/dev/null ) </dev/null & "
 			    "txabort -v > \"$MNT.abort-msg\" 2>&1 || exit 3; "
 			    "sleep 0.2; txbegin >/dev/null || exit 4; sleep 0.5; "
@@ -401,6 +413,17 @@ Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
 		  "members it cut off",
 		  buf);
 	cr_expect(access(mp("first"), F_OK) != 0, "first exists after txabort");
+	n = -1;
+	fd = open(strcat(strcpy(buf, g_m.mnt), ".bgread"), O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = 0;
+	cr_expect(!strcmp(buf, "pub\n"),
+		  "the job of the aborted transaction read pub as \"%s\" after txabort: expected the committed "
+		  "\"pub\\n\" (its reads go on)",
+		  buf);
 	cr_expect(access(mp("bg1"), F_OK) != 0,
 		  "bg1 exists: the write of a member still running after txabort was committed on its own "
 		  "(expected ECANCELED)");
