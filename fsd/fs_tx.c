@@ -69,9 +69,24 @@
  *       EDEADLK, so txrun --retry runs it again), its reason names the
  *       writer's pid and command and the inode or name, and the call is
  *       tried again.  A transaction committing is waited for instead (its
- *       locks go as its record is logged).  Transactions still wait for
- *       each other without a bound (serializable, strict 2PL), and plain
- *       readers never wait at all.
+ *       locks go as its record is durable), at most tx_wait more, and is
+ *       told to hurry (X9).  Transactions still wait for each other
+ *       without a bound (serializable, strict 2PL), and plain readers
+ *       never wait for a transaction's locks at all.
+ *   X9  A commit waits for nothing a plain call waits for: once a plain
+ *       call waits for one of its locks (a registered wait whose holder
+ *       it is -- a read or write of what it changes, which X6's "I"
+ *       locks hold back), or a writer past its bound waits for its end
+ *       (hurry), it stops waiting for plain readers to close files (X7)
+ *       and for its cache invalidations (X6), and releases its locks as
+ *       soon as its record is durable; the invalidations finish on their
+ *       own (counted as late).  It looks every HURRY_POLL_NS.  A reader
+ *       is then served the committed state at once instead of after the
+ *       clearing (up to INVAL_CAP_NS with a slow invalidating thread:
+ *       issue 24, gap b); the price is X6's atomicity for that moment: a
+ *       process with another file of the commit still in its page cache
+ *       may see it old until its invalidation lands.  When nobody waits,
+ *       the commit waits for its invalidations as before.
  */
 #include "fs_int.h"
 
@@ -124,6 +139,7 @@ struct fs_tx {
 	/* a member call waiting for a lock (status), relaxed atomics */
 	uint64_t wait_since_ns;
 	int committing;            /* X8: fs_tx_commit runs (relaxed atomic) */
+	int hurry;                 /* X9: a plain writer at its bound waits for the commit (relaxed atomic) */
 	char yield[256];           /* X8: why a cancelled wait dooms it, under tmu ("": none) */
 };
 
@@ -584,6 +600,7 @@ static void *inval_thread(void *arg)
  * new and another old: random_crash under a parallel build). */
 #define INVAL_WAIT_NS 20000000ll
 #define INVAL_CAP_NS 5000000000ll
+#define HURRY_POLL_NS 1000000ll /* X9: how often a commit looks for plain calls waiting for it */
 
 int fs_sleeps_in_kernel(pid_t pid)
 {
@@ -601,8 +618,23 @@ int fs_sleeps_in_kernel(pid_t pid)
 	return r[2] == 'D';
 }
 
-static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job_contents; taken */
+/* X9: a plain call waits for a lock of committing transaction tx (a
+ * registered wait whose holder it is: a reader or writer of what it
+ * changes), or a plain writer past its bound waits for its end. */
+static int plain_waits_for(fs_tx *tx)
 {
+	fs *f = tx->f;
+	int found = __atomic_load_n(&tx->hurry, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&f->wmu);
+	for (fs_waiter *w = f->waiters; w && !found; w = w->next)
+		found = !w->tx && tp_lock_waits_for(w->t) == tx->engine_id;
+	pthread_mutex_unlock(&f->wmu);
+	return found;
+}
+
+static void notify_before_release(fs_tx *tx, inval_job *j) /* j: job_sizes, then job_contents; taken */
+{
+	fs *f = tx->f;
 	struct timespec dl;
 	long long waited = 0;
 	clock_gettime(CLOCK_REALTIME, &dl);
@@ -614,14 +646,21 @@ static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job
 	*pp = j;
 	pthread_cond_signal(&f->icv);
 	while (!j->done) {
-		dl.tv_nsec += INVAL_WAIT_NS;
+		dl.tv_nsec += HURRY_POLL_NS;
 		if (dl.tv_nsec >= 1000000000l)
 			dl.tv_sec++, dl.tv_nsec -= 1000000000l;
 		while (!j->done && pthread_cond_timedwait(&f->idone, &f->imu, &dl) == 0)
 			;
-		waited += INVAL_WAIT_NS;
+		waited += HURRY_POLL_NS;
+		if (j->done || waited >= INVAL_CAP_NS)
+			break;
+		pthread_mutex_unlock(&f->imu);
+		int go = plain_waits_for(tx); /* X9 */
 		/* (unknown counts as asleep: not waited on, as before) */
-		if (j->done || waited >= INVAL_CAP_NS || fs_sleeps_in_kernel(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)))
+		if (!go && waited % INVAL_WAIT_NS == 0)
+			go = fs_sleeps_in_kernel(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)) != 0;
+		pthread_mutex_lock(&f->imu);
+		if (go)
 			break;
 	}
 	if (!j->done)
@@ -632,7 +671,7 @@ static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job
 
 /* tp_commit_held's callback: the commit is durable, its locks still held. */
 struct held_push {
-	fs *f;
+	fs_tx *tx;
 	inval_job *j;
 	int done;
 };
@@ -642,7 +681,7 @@ static void push_held(void *arg)
 	struct held_push *h = arg;
 	if (!h->j)
 		return;
-	notify_before_release(h->f, h->j);
+	notify_before_release(h->tx, h->j);
 	h->j = NULL;
 	h->done = 1;
 }
@@ -787,11 +826,12 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
 #define READERS_WAIT_NS 200000000ull
 #define READERS_RECENT_NS 250000000ull
 
-static void wait_plain_readers(fs *f, fs_ws *ws)
+static void wait_plain_readers(fs_tx *tx)
 {
+	fs *f = tx->f;
 	uint64_t *inos = NULL;
 	size_t n = 0;
-	if (touched_inodes(ws, &inos, &n) != 0)
+	if (touched_inodes(tx->ws, &inos, &n) != 0)
 		return;
 	uint64_t deadline = now_ns() + READERS_WAIT_NS;
 	for (size_t i = 0; i < n;) {
@@ -799,7 +839,7 @@ static void wait_plain_readers(fs *f, fs_ws *ws)
 			i++;
 			continue;
 		}
-		if (now_ns() > deadline) {
+		if (now_ns() > deadline || plain_waits_for(tx)) { /* X9: writers wait for its locks meanwhile */
 			__atomic_add_fetch(&f->ctr.readers_late, 1, __ATOMIC_RELAXED);
 			break;
 		}
@@ -936,12 +976,12 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		return -rc;
 	}
 	__atomic_store_n(&tx->committing, 1, __ATOMIC_RELAXED); /* X8: writers wait for the commit's end */
-	wait_plain_readers(f, tx->ws); /* X7 */
+	wait_plain_readers(tx); /* X7 */
 	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
 		job_sizes(tx, inv);
 	rc = apply(tx);
-	struct held_push push = {f, inv, 0};
+	struct held_push push = {tx, inv, 0};
 	if (rc == 0 && inv)
 		job_contents(tx, inv);
 	pthread_mutex_lock(&tx->tmu);
@@ -1124,9 +1164,11 @@ static void yield_one(fs_tx *a, const char *reason)
 			return;
 		}
 		if (__atomic_load_n(&a->committing, __ATOMIC_RELAXED)) {
-			/* its locks go as its commit record is logged: wait for that
-			 * (bounded), rather than try again and again meanwhile */
-			for (int k = 0; k < 10000 && fs_tx_state(a) != FS_TX_ENDED; k++)
+			/* its locks go as its commit record is durable: wait for that,
+			 * at most tx_wait, rather than try again and again meanwhile;
+			 * it waits for nothing else now (X9) */
+			__atomic_store_n(&a->hurry, 1, __ATOMIC_RELAXED);
+			for (unsigned k = 0; k < a->f->opt.tx_wait_ms && fs_tx_state(a) != FS_TX_ENDED; k++)
 				nanosleep(&(struct timespec){0, 1000000}, NULL);
 			return;
 		}

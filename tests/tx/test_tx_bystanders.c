@@ -25,6 +25,12 @@
  *   setgid_program_does_not_join a set-group-ID program run by a member
  *                                writes outside the transaction (M1: fsuid
  *                                and fsgid must be the owner's)
+ *   commit_clearing_caches_holds_nobody
+ *                                with a slow invalidation thread (3 s), a
+ *                                non-member reading, and then writing, a
+ *                                file a commit changes is served at once
+ *                                (fs_tx.c X9), not after the commit's cache
+ *                                clearing
  *
  * The test process is the non-member; members are /bin/sh run by it after
  * txbegin.  Environment (meson): TPFSD, TPFS_BIN (mount_util), TX_BIN.
@@ -511,6 +517,118 @@ Test(tx_bystanders, setgid_program_does_not_join, .timeout = 60)
 		  "after txabort own reads \"%s\": the member's own write was not rolled back", buf);
 	close(up[0]);
 	close(down[1]);
+	finish();
+}
+
+/* ---------------------------------------------------------------------- */
+/* X9: a commit's cache clearing holds no plain call                      */
+
+/* The time a plain call takes, in seconds: fn run in a child (so that a
+ * hang is a failure, not a hung test); -1 if it failed or hung. */
+static double timed_call(int (*fn)(void), double limit)
+{
+	int p[2];
+	cr_assert(pipe(p) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		close(p[0]);
+		double t0 = now_s();
+		int ok = fn() == 0;
+		double t = now_s() - t0;
+		dprintf(p[1], "%d %f\n", ok, t);
+		_exit(0);
+	}
+	close(p[1]);
+	char buf[64] = "";
+	double end = now_s() + limit;
+	ssize_t n = 0;
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	while (now_s() < end && (n = read(p[0], buf, sizeof buf - 1)) < 0 && errno == EAGAIN)
+		msleep(5);
+	close(p[0]);
+	if (n <= 0) {
+		kill(c, SIGKILL);
+		waitpid(c, NULL, 0);
+		return -1;
+	}
+	waitpid(c, NULL, 0);
+	buf[n] = 0;
+	int ok = 0;
+	double t = -1;
+	return sscanf(buf, "%d %lf", &ok, &t) == 2 && ok ? t : -1;
+}
+
+static char g_seen[64];
+
+static int read_w(void)
+{
+	return read_file("w", g_seen, sizeof g_seen) > 0 && !strcmp(g_seen, "new\n") ? 0 : -1;
+}
+
+static int append_w(void)
+{
+	int fd = open(mp("w"), O_WRONLY | O_APPEND | O_CLOEXEC);
+	int ok = fd >= 0 && write(fd, "plain\n", 6) == 6;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* X9 (fs_tx.c, issue 24 gap b): a commit holds the call-level locks of
+ * what it changes until the kernel's caches of it are cleared (X6); with
+ * the invalidating thread slow (TPFSD_TEST_INVAL_DELAY_MS: 3 s before
+ * each job), a non-member's read of a file the commit changed waited the
+ * whole 3 s, and an outside writer as long (up to 10 s).  Now the commit
+ * stops waiting for its invalidations as soon as a plain call waits for
+ * its locks: the read is served the committed state at once, and the
+ * writer goes on within tx_wait. */
+Test(tx_bystanders, commit_clearing_caches_holds_nobody, .timeout = 90)
+{
+	int up[2], down[2];
+	char ch, buf[256];
+	setenv("TPFSD_TEST_INVAL_DELAY_MS", "3000", 1);
+	start(NULL);
+	unsetenv("TPFSD_TEST_INVAL_DELAY_MS");
+	cr_assert(sh_in(NULL, "echo old > \"$MNT/w\"") == 0);
+	for (int round = 0; round < 2; round++) {
+		int (*fn)(void) = round ? append_w : read_w;
+		const char *what = round ? "an outside append to w" : "a non-member's read of w";
+		cr_assert(pipe(up) == 0 && pipe(down) == 0);
+		pid_t m = fork();
+		cr_assert(m >= 0);
+		if (m == 0) {
+			if (dup2(up[1], 3) != 3 || dup2(down[0], 4) != 4 || chdir("/") != 0)
+				_exit(120);
+			execl("/bin/sh", "sh", "-c",
+			      "txbegin >/dev/null || exit 1; echo new > \"$MNT/w\" || exit 2; echo r >&3; "
+			      "read x <&4; txcommit >/dev/null || exit 3",
+			      (char *)NULL);
+			_exit(121);
+		}
+		close(up[1]);
+		close(down[0]);
+		cr_assert(read(up[0], &ch, 1) == 1, "the member did not write w");
+		double t0 = now_s();
+		cr_assert(write(down[1], "x\n", 2) == 2); /* txcommit starts */
+		msleep(400); /* its record durable, its invalidations held up (3 s) */
+		double t = timed_call(fn, 20);
+		int wst;
+		cr_assert(waitpid(m, &wst, 0) == m);
+		double tc = now_s() - t0;
+		cr_log_info("%s during the commit's cache clearing: %.3f s (the commit took %.3f s)", what, t, tc);
+		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the member's script failed (status 0x%x)", wst);
+		cr_expect(t >= 0 && t < 0.5,
+			  "%s while a commit of w cleared the kernel's caches (its invalidating thread slowed to 3 s) took "
+			  "%.3f s (-1: failed, or hung, or a read of other than \"new\\n\"): expected it served at once",
+			  what, t);
+		close(up[0]);
+		close(down[1]);
+		if (!round) /* w is new for the next round's member */
+			cr_assert(sh_in(NULL, "echo old > \"$MNT/w\"") == 0);
+	}
+	cr_expect(read_file("w", buf, sizeof buf) > 0 && !strcmp(buf, "new\nplain\n"),
+		  "w reads \"%s\" after the commit and the outside append, expected \"new\\nplain\\n\"", buf);
 	finish();
 }
 
