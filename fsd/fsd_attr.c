@@ -28,7 +28,17 @@ void fsd_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * shared file, read as a plain call (locking nothing in its
 	 * transaction: fstat of a descriptor opened outside it, as stdio does
 	 * of its standard output, does not make the file the transaction's) */
-	if (c.tx && tag == 0) {
+	if (c.tx && tag == 0 && !fi) {
+		/* C9: a directory's shared inode answers the member's view,
+		 * read first: a path walk asks for every directory's */
+		fs_caller v = fsd_cache_view(&c, tag);
+		fs_attr b;
+		if ((rc = fs_getattr(d->fs, &c, ino, &a)) != 0 || S_ISREG(a.mode)) {
+			int rc2 = fs_getattr(d->fs, &v, ino, &b);
+			if (rc2 == 0 && S_ISREG(b.mode)) /* (else the member's answer) */
+				rc = rc2, a = b;
+		}
+	} else if (c.tx && tag == 0) {
 		fs_caller v = fsd_cache_view(&c, tag);
 		if ((rc = fs_getattr(d->fs, &v, ino, &a)) != 0 || !S_ISREG(a.mode))
 			rc = fs_getattr(d->fs, &c, ino, &a);

@@ -192,8 +192,8 @@
  *       it does to the inode at an rmdir (marks it dead for everyone) and
  *       a rename (moves its dentry).  So a member's rmdir or rename naming
  *       a directory the kernel knows by its shared id makes it the
- *       transaction's own first (dir_take: a list of alias node ids, kept
- *       and dropped with the tag, C8) and answers ESTALE without doing
+ *       transaction's own first (dir_take: a list of alias node ids,
+ *       dropped when it ends) and answers ESTALE without doing
  *       anything; the kernel looks the names up again (LOOKUP_REVAL),
  *       gets the alias (fsd_nodeid) and repeats the call once, on the
  *       transaction's own inode (fsd_dirs_private).
@@ -905,8 +905,7 @@ static void tag_ended(struct fsd_txs *x, fs_tx *tx, int committed)
 				x->tags[i].tag = 0;
 		}
 	pthread_mutex_unlock(&x->mu);
-	if (!committed)
-		dirs_drop(x, tag); /* C9 */
+	dirs_drop(x, tag); /* C9: its directories are shared again */
 }
 
 /* ---- directories of a transaction's own (C9) ---- */
