@@ -8,8 +8,9 @@
  * txrun itself, a program using the client library).  A request belongs to
  * the transaction of the nearest process, among the requesting thread's
  * process and its ancestors, that is bound -- if the request's credentials
- * are the transaction's user's and group's (M1).  Processes are known by pid and start time (field 22 of /proc/PID/stat), so a reused pid never inherits a
- * transaction.  With no transaction open on the mount, a request costs one
+ * are the transaction's user's and group's (M1).  Processes are known by
+ * pid and start time (field 22 of /proc/PID/stat), so a reused pid never
+ * inherits a transaction.  With no transaction open on the mount, a request costs one
  * atomic load (fs_tx_count); otherwise the answer is cached per thread id
  * and generation of the transaction table, and checked against the
  * thread's start time when the entry is older than CACHE_TRUST_NS (a pid
@@ -61,9 +62,9 @@
  *       after any abort: a mapping still open reads the committed bytes).
  *       Otherwise a background job would go on writing as plain calls,
  *       each committed on its own, or join the shell's next transaction
- *       (issue 24, gap e).  An abort by id
- *       (txabort --id) of another shell's transaction only dooms it: its
- *       members' calls fail until that shell ends it.
+ *       (issue 24, gap e).  An abort by id (txabort --id) of another
+ *       shell's transaction only dooms it: its members' calls fail until
+ *       that shell ends it.
  *
  * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
  * exits, its transaction is aborted and ended (txstatus of the next shell
@@ -125,9 +126,9 @@
  *   C5  A member's kernel inodes are its transaction's own: every entry
  *       of a file (not a directory: C9) it gets names the inode by an
  *       alias node id (the inode number with the transaction's tag in
- *       bits 44-63), so
- *       the kernel keeps a separate inode -- sizes, attributes, page
- *       cache, a removed directory's deadness -- for the transaction, and
+ *       bits 44-63), so the kernel keeps a separate inode -- sizes,
+ *       attributes, page cache, a removed directory's deadness (C9) --
+ *       for the transaction, and
  *       the shared inode of non-members never holds a member's view.
  *       Members and non-members resolving the same name replace each
  *       other's dentries (zero timeouts, C1: the kernel asks every time).
