@@ -97,6 +97,7 @@ struct fs {
 	struct inval_job *ijobs;
 	pid_t itid;         /* the thread's id, for its state in /proc (atomic) */
 	unsigned idelay_ms; /* tests: the thread sleeps this long before each job */
+	int debug_waits;    /* TPFSD_DEBUG_WAITS: fs_tx_watch logs plain calls' long lock waits */
 	pthread_mutex_t wmu;        /* waiters */
 	struct fs_waiter *waiters;  /* calls waiting for a lock while transactions are open (fs_tx_watch) */
 	pid_t intr[16];             /* threads whose request was interrupted before they waited (fs_interrupt) */
@@ -112,6 +113,7 @@ typedef struct fs_waiter {
 	pid_t tid;                /* the waiting thread */
 	int interrupted;          /* its request was interrupted: the wait ends with EINTR */
 	int cancelled;            /* X5 cancelled it (not X8's bound) */
+	int logged;               /* debug_waits: reported once */
 	struct fs_waiter *next;
 } fs_waiter;
 

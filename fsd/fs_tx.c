@@ -102,6 +102,8 @@
 #include <unistd.h>
 
 #define TX_MEMBERS 16
+/* fs_tx.committing: the phase of a commit (debug_waits names it) */
+enum { COMMIT_READERS = 1, COMMIT_APPLY, COMMIT_CLEAR };
 
 struct fs_tx {
 	fs *f;
@@ -138,7 +140,7 @@ struct fs_tx {
 	int nmembers;
 	/* a member call waiting for a lock (status), relaxed atomics */
 	uint64_t wait_since_ns;
-	int committing;            /* X8: fs_tx_commit runs (relaxed atomic) */
+	int committing;            /* X8: fs_tx_commit runs: COMMIT_* its phase (relaxed atomic) */
 	int hurry;                 /* X9: a plain writer at its bound waits for the commit (relaxed atomic) */
 	char yield[256];           /* X8: why a cancelled wait dooms it, under tmu ("": none) */
 };
@@ -161,6 +163,7 @@ void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
 	if (fn && !f->irunning) {
 		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS"); /* tests only: tests/tx */
 		f->idelay_ms = d ? (unsigned)strtoul(d, NULL, 10) : 0;
+		f->debug_waits = getenv("TPFSD_DEBUG_WAITS") != NULL; /* what a plain call waits for */
 		f->istop = 0;
 		f->irunning = pthread_create(&f->ithr, NULL, inval_thread, f) == 0;
 	}
@@ -681,6 +684,7 @@ static void push_held(void *arg)
 	struct held_push *h = arg;
 	if (!h->j)
 		return;
+	__atomic_store_n(&h->tx->committing, COMMIT_CLEAR, __ATOMIC_RELAXED);
 	notify_before_release(h->tx, h->j);
 	h->j = NULL;
 	h->done = 1;
@@ -975,8 +979,9 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		ws_destroy(ws);
 		return -rc;
 	}
-	__atomic_store_n(&tx->committing, 1, __ATOMIC_RELAXED); /* X8: writers wait for the commit's end */
+	__atomic_store_n(&tx->committing, COMMIT_READERS, __ATOMIC_RELAXED); /* X8: writers wait for its end */
 	wait_plain_readers(tx); /* X7 */
+	__atomic_store_n(&tx->committing, COMMIT_APPLY, __ATOMIC_RELAXED);
 	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
 		job_sizes(tx, inv);
@@ -1078,12 +1083,38 @@ void fs_tx_abort_all(fs *f, const char *reason)
 
 /* ---- deadlocks through the kernel (X5) ---- */
 
+/* debug_waits: a plain call has waited 50 ms or more for a lock (under
+ * wmu): say what holds it -- a transaction and what it is doing, or a
+ * plain call -- on standard error. */
+static void debug_wait(fs *f, fs_waiter *w, uint64_t now)
+{
+	static const char *const phase[] = {"open", "committing: waiting for plain readers to close (X7)",
+					    "committing: applying and logging, its record not yet durable",
+					    "committing: durable, waiting for its cache invalidations (X6)"};
+	uint64_t holder = tp_lock_waits_for(w->t);
+	char what[160];
+	snprintf(what, sizeof what, "a plain call (engine transaction %" PRIu64 ")", holder);
+	pthread_mutex_lock(&f->txmu);
+	for (fs_tx *a = f->txs; a && holder; a = a->next)
+		if (a->engine_id == holder) {
+			int p = __atomic_load_n(&a->committing, __ATOMIC_RELAXED);
+			snprintf(what, sizeof what, "transaction %" PRIu64 " (%s)", a->id,
+				 phase[p >= 0 && p <= COMMIT_CLEAR ? p : 0]);
+		}
+	pthread_mutex_unlock(&f->txmu);
+	fprintf(stderr, "tpfsd: debug: thread %d has waited %" PRIu64 " ms for a lock held by %s\n", (int)w->tid,
+		(now - w->since_ns) / 1000000, holder ? what : "nothing (granted meanwhile)");
+	w->logged = 1;
+}
+
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx)
 {
 	uint64_t now = now_ns();
 	int cancelled = 0;
 	pthread_mutex_lock(&f->wmu);
 	for (fs_waiter *w = f->waiters; w; w = w->next) {
+		if (f->debug_waits && !w->tx && !w->logged && now - w->since_ns >= 50000000ull)
+			debug_wait(f, w, now);
 		if (now - w->since_ns < 100000000ull)
 			continue;
 		uint64_t holder = tp_lock_waits_for(w->t);
