@@ -104,15 +104,12 @@ static int child(ch_child *x)
 
 	err[0] = 0;
 	if (x->kind == CH_VERIFY) {
-		wl_check_opts co = {.seed = x->sim_seed, .extra_txn = 1};
 		wl_check_result res;
-		size_t h0 = wl_heap_bytes();
-		if (wl_check(x->store, cfg, x->base, x->oracle, &co, &res, err, sizeof err) != 0)
+		size_t leaked;
+		if (ch_wl_check(x->store, cfg, x->base, x->oracle, x->sim_seed, &res, &leaked, err, sizeof err) != 0)
 			return ch_child_fail(x, "%s", err);
-		iosim_uninstall();
-		size_t h1 = wl_heap_bytes();
-		if (h1 > h0)
-			return ch_child_fail(x, "the engine leaked %zu bytes in recovery, reopen and close", h1 - h0);
+		if (leaked)
+			return ch_child_fail(x, "the engine leaked %zu bytes in recovery, reopen and close", leaked);
 		x->sh->val[CH_V_REDONE] = res.rec_redone;
 		x->sh->val[CH_V_LOSERS] = res.rec_losers;
 		x->sh->val[CH_V_DOUBT] = res.in_doubt;
@@ -122,9 +119,8 @@ static int child(ch_child *x)
 		return 0;
 	}
 	wl_options(cfg, &o);
-	if ((rc = tp_open(x->store, &o, &env)) != 0)
-		return ch_child_fail(x, "%s: tp_open: %d (%s): %s", x->kind == CH_WORKLOAD ? "before the workload" : "recovery",
-				     rc, tp_strerror(rc), tp_errmsg());
+	if ((rc = ch_child_open(x, &o, &env)) != 0)
+		return rc;
 	if (x->kind != CH_WORKLOAD)
 		return ch_child_end(x, env, 0, 0, 0);
 	if (wl_run(env, cfg, x->base, x->oracle, WL_STRICT, &st, err, sizeof err) != 0)

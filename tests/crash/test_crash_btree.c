@@ -235,29 +235,7 @@ static int or_append(int fd, uint32_t type, uint32_t txno, const bop *ops, uint3
 	memcpy(buf, &h, sizeof h);
 	if (nops)
 		memcpy(buf + sizeof h, ops, nops * sizeof *ops);
-	const unsigned char *p = buf;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-/* ---- failures ---- */
-
-static int failf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int failf(char *err, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, n, fmt, ap);
-	va_end(ap);
-	return -1;
+	return wl_write_all(fd, buf, len);
 }
 
 /* ---- the workload (in a child, under the simulator) ---- */
@@ -282,7 +260,7 @@ static int apply_op(tp_tree **tr, tp_txn *t, const bcfg *c, const bop *o, size_t
 			rc = 0;
 	}
 	if (rc)
-		return failf(err, n, "%s of key id %" PRIu64 " in tree %s: %d (%s): %s", o->kind == OP_PUT ? "put" : "del",
+		return wl_failf(err, n, "%s of key id %" PRIu64 " in tree %s: %d (%s): %s", o->kind == OP_PUT ? "put" : "del",
 			     o->id, tree_name[o->tree], rc, tp_strerror(rc), tp_errmsg());
 	return 0;
 }
@@ -300,16 +278,16 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 	unsigned l_begin = 2, l_end = c->ntx * 2 / 3;
 
 	if ((fd = open(oracle, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0)
-		return failf(err, n, "oracle %s: %s", oracle, strerror(errno));
+		return wl_failf(err, n, "oracle %s: %s", oracle, strerror(errno));
 	for (int i = 0; i < 2; i++)
 		if ((rc = tp_tree_open(env, tree_name[i], 0, &tr[i])) != 0)
-			return failf(err, n, "tp_tree_open %s: %d %s", tree_name[i], rc, tp_errmsg());
+			return wl_failf(err, n, "tp_tree_open %s: %d %s", tree_name[i], rc, tp_errmsg());
 	size_t maxk = tp_tree_max_key(tr[0]);
 
 	for (unsigned x = 0; x < c->ntx; x++) {
 		/* the long transaction: begins, steps, ends */
 		if (c->long_txn && x == l_begin && (rc = tp_begin(env, &L.t)) != 0)
-			return failf(err, n, "tp_begin L: %d", rc);
+			return wl_failf(err, n, "tp_begin L: %d", rc);
 		if (L.t && L.n < 64) {
 			bop o = {.kind = wl_below(&r, 4) ? OP_PUT : OP_DEL, .tree = (uint8_t)wl_below(&r, 2), .L = 1,
 				 .id = wl_below(&r, LPOOL), .vseed = wl_rand(&r)};
@@ -323,27 +301,27 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 		if (L.t && x == l_end && c->long_txn != L_INFLIGHT) {
 			if (c->long_txn == L_COMMIT) {
 				if (or_append(fd, REC_INTENT, ++txno, L.ops, L.n))
-					return failf(err, n, "oracle write");
+					return wl_failf(err, n, "oracle write");
 				if ((rc = tp_commit(L.t, 0)) != 0)
-					return failf(err, n, "tp_commit L: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+					return wl_failf(err, n, "tp_commit L: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 				if (or_append(fd, REC_ACK, txno, NULL, 0))
-					return failf(err, n, "oracle write");
+					return wl_failf(err, n, "oracle write");
 				(*commits)++;
 			} else {
 				if ((rc = tp_abort(L.t)) != 0)
-					return failf(err, n, "tp_abort L: %d %s", rc, tp_errmsg());
+					return wl_failf(err, n, "tp_abort L: %d %s", rc, tp_errmsg());
 				(*aborts)++;
 			}
 			L.t = NULL;
 		}
 		if (wl_below(&r, 10) == 0 && (rc = tp_checkpoint(env)) != 0)
-			return failf(err, n, "tp_checkpoint: %d %s", rc, tp_errmsg());
+			return wl_failf(err, n, "tp_checkpoint: %d %s", rc, tp_errmsg());
 
 		/* tree x: created or dropped in a transaction of its own */
 		if (wl_below(&r, 100) < 7) {
 			bop o = {.kind = x_exists ? OP_DROP : OP_CREATE, .tree = 2};
 			if (or_append(fd, REC_INTENT, ++txno, &o, 1))
-				return failf(err, n, "oracle write");
+				return wl_failf(err, n, "oracle write");
 			if (x_exists) {
 				tp_tree_close(tr[2]);
 				tr[2] = NULL;
@@ -352,10 +330,10 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 				rc = tp_tree_open(env, "x", TP_TREE_CREATE, &tr[2]);
 			}
 			if (rc)
-				return failf(err, n, "%s tree x: %d (%s): %s", x_exists ? "drop" : "create", rc, tp_strerror(rc),
+				return wl_failf(err, n, "%s tree x: %d (%s): %s", x_exists ? "drop" : "create", rc, tp_strerror(rc),
 					     tp_errmsg());
 			if (or_append(fd, REC_ACK, txno, NULL, 0))
-				return failf(err, n, "oracle write");
+				return wl_failf(err, n, "oracle write");
 			x_exists = !x_exists;
 			(*commits)++;
 			continue;
@@ -364,7 +342,7 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 		/* a regular transaction */
 		wtx t = {0};
 		if ((rc = tp_begin(env, &t.t)) != 0)
-			return failf(err, n, "tp_begin: %d", rc);
+			return wl_failf(err, n, "tp_begin: %d", rc);
 		uint32_t nops = 1 + (uint32_t)wl_below(&r, 8);
 		for (uint32_t i = 0; i < nops; i++) {
 			bop o = {.kind = wl_below(&r, 100) < 65 ? OP_PUT : OP_DEL,
@@ -381,16 +359,16 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 			break; /* left in flight */
 		if (wl_below(&r, 8) == 0) {
 			if ((rc = tp_abort(t.t)) != 0)
-				return failf(err, n, "tp_abort: %d %s", rc, tp_errmsg());
+				return wl_failf(err, n, "tp_abort: %d %s", rc, tp_errmsg());
 			(*aborts)++;
 			continue;
 		}
 		if (or_append(fd, REC_INTENT, ++txno, t.ops, t.n))
-			return failf(err, n, "oracle write");
+			return wl_failf(err, n, "oracle write");
 		if ((rc = tp_commit(t.t, 0)) != 0)
-			return failf(err, n, "tp_commit: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+			return wl_failf(err, n, "tp_commit: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		if (or_append(fd, REC_ACK, txno, NULL, 0))
-			return failf(err, n, "oracle write");
+			return wl_failf(err, n, "oracle write");
 		(*commits)++;
 	}
 	for (int i = 0; i < NTREES; i++)
@@ -471,12 +449,12 @@ static int state_read(tp_env *env, bstate *s, char *err, size_t n)
 		if (rc == ENOENT)
 			continue;
 		if (rc)
-			return failf(err, n, "tp_tree_open %s: %d (%s): %s", tree_name[i], rc, tp_strerror(rc), tp_errmsg());
+			return wl_failf(err, n, "tp_tree_open %s: %d (%s): %s", tree_name[i], rc, tp_strerror(rc), tp_errmsg());
 		if ((rc = btm_load(&s->m[i], NULL, tr, why, sizeof why)) == 0)
 			rc = btm_check_backward(&s->m[i], NULL, tr, why, sizeof why);
 		tp_tree_close(tr);
 		if (rc)
-			return failf(err, n, "tree %s: %s", tree_name[i], why);
+			return wl_failf(err, n, "tree %s: %s", tree_name[i], why);
 	}
 	return 0;
 }
@@ -509,30 +487,30 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 	*has_doubt = 0;
 	*acked = 0;
 	if (state_copy(out, base))
-		return failf(err, n, "out of memory");
+		return wl_failf(err, n, "out of memory");
 	if (fd < 0)
-		return errno == ENOENT ? 0 : failf(err, n, "oracle %s: %s", oracle, strerror(errno));
+		return errno == ENOENT ? 0 : wl_failf(err, n, "oracle %s: %s", oracle, strerror(errno));
 	for (;;) {
 		ssize_t r = read(fd, &h, sizeof h);
 		if (r == 0)
 			break;
 		if (r != (ssize_t)sizeof h || h.magic != OR_MAGIC || h.nops > 128) {
 			close(fd);
-			return failf(err, n, "oracle: a malformed record");
+			return wl_failf(err, n, "oracle: a malformed record");
 		}
 		static bop ops[128];
 		if (h.nops && read(fd, ops, h.nops * sizeof *ops) != (ssize_t)(h.nops * sizeof *ops)) {
 			close(fd);
-			return failf(err, n, "oracle: a short record");
+			return wl_failf(err, n, "oracle: a short record");
 		}
 		if (ops_sum(&h, ops) != h.sum) {
 			close(fd);
-			return failf(err, n, "oracle: a record fails its checksum");
+			return wl_failf(err, n, "oracle: a record fails its checksum");
 		}
 		if (h.type == REC_INTENT) {
 			if (pending) {
 				close(fd);
-				return failf(err, n, "oracle: transaction %u was never acknowledged but work went on", ph.txno);
+				return wl_failf(err, n, "oracle: transaction %u was never acknowledged but work went on", ph.txno);
 			}
 			ph = h;
 			memcpy(pend, ops, h.nops * sizeof *ops);
@@ -540,7 +518,7 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 		} else if (h.type == REC_ACK) {
 			if (!pending || h.txno != ph.txno) {
 				close(fd);
-				return failf(err, n, "oracle: an ACK of transaction %u out of place", h.txno);
+				return wl_failf(err, n, "oracle: an ACK of transaction %u out of place", h.txno);
 			}
 			state_apply(out, c, pend, ph.nops, maxk);
 			pending = 0;
@@ -550,7 +528,7 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 	close(fd);
 	if (pending) {
 		if (state_copy(doubt, out))
-			return failf(err, n, "out of memory");
+			return wl_failf(err, n, "out of memory");
 		state_apply(doubt, c, pend, ph.nops, maxk);
 		*has_doubt = 1;
 	}
@@ -581,10 +559,10 @@ static int make_base(int geo, const char *dir, char *err, size_t n)
 	c.cache = 256;
 	cfg_options(&c, &o);
 	if ((rc = tp_mkfs(dir, &o)) != 0 || (rc = tp_open(dir, &o, &env)) != 0)
-		return failf(err, n, "base: %d %s", rc, tp_errmsg());
+		return wl_failf(err, n, "base: %d %s", rc, tp_errmsg());
 	if ((rc = tp_tree_open(env, "a", TP_TREE_CREATE, &a)) != 0 ||
 	    (rc = tp_tree_open(env, "u", TP_TREE_CREATE | TP_TREE_U64, &u)) != 0 || (rc = tp_begin(env, &t)) != 0)
-		return failf(err, n, "base trees: %d %s", rc, tp_errmsg());
+		return wl_failf(err, n, "base trees: %d %s", rc, tp_errmsg());
 	size_t maxk = tp_tree_max_key(a);
 	wl_rng r = {0xba5e + (uint64_t)geo};
 	for (int i = 0; i < 150 && !rc; i++) {
@@ -596,14 +574,14 @@ static int make_base(int geo, const char *dir, char *err, size_t n)
 		rc = tp_put(t, tree ? u : a, k, kl, v, op.vlen, 0);
 	}
 	if (rc || (rc = tp_commit(t, 0)) != 0)
-		return failf(err, n, "base records: %d %s", rc, tp_errmsg());
+		return wl_failf(err, n, "base records: %d %s", rc, tp_errmsg());
 	tp_tree_close(a);
 	tp_tree_close(u);
 	state_init(&base[geo]);
 	if (state_read(env, &base[geo], err, n) != 0)
 		return -1;
 	if ((rc = tp_close(env)) != 0)
-		return failf(err, n, "base close: %d", rc);
+		return wl_failf(err, n, "base close: %d", rc);
 	return 0;
 }
 
@@ -641,7 +619,7 @@ static int verify_main(ch_child *x, char *err, size_t n)
 	const bcfg *cfg = x->cfg;
 	cfg_options(cfg, &o);
 	if ((rc = tp_open(x->store, &o, &env)) != 0) {
-		failf(err, n, "recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+		wl_failf(err, n, "recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		goto out;
 	}
 	tp_stats st;
@@ -649,11 +627,11 @@ static int verify_main(ch_child *x, char *err, size_t n)
 	x->sh->val[CH_V_REDONE] = st.rec_redone;
 	x->sh->val[CH_V_LOSERS] = st.rec_losers;
 	if ((rc = tp_verify(env, 0, NULL)) != 0) {
-		failf(err, n, "after recovery: tp_verify: %d: %s", rc, tp_errmsg());
+		wl_failf(err, n, "after recovery: tp_verify: %d: %s", rc, tp_errmsg());
 		goto close;
 	}
 	if ((rc = tp_tree_open(env, "a", 0, &a)) != 0) {
-		failf(err, n, "tp_tree_open a: %d %s", rc, tp_errmsg());
+		wl_failf(err, n, "tp_tree_open a: %d %s", rc, tp_errmsg());
 		goto close;
 	}
 	size_t maxk = tp_tree_max_key(a);
@@ -666,10 +644,10 @@ static int verify_main(ch_child *x, char *err, size_t n)
 	int is_doubt = has_doubt && state_equal(&doubt, &got, why2, sizeof why2);
 	if (!is_want && !is_doubt) {
 		if (has_doubt)
-			failf(err, n, "after recovery (%u acknowledged commits, one in doubt): neither without it (%s) nor with it (%s)",
+			wl_failf(err, n, "after recovery (%u acknowledged commits, one in doubt): neither without it (%s) nor with it (%s)",
 			      acked, why, why2);
 		else
-			failf(err, n, "after recovery (%u acknowledged commits): %s", acked, why);
+			wl_failf(err, n, "after recovery (%u acknowledged commits): %s", acked, why);
 		tp_tree_close(a);
 		goto close;
 	}
@@ -677,7 +655,7 @@ static int verify_main(ch_child *x, char *err, size_t n)
 	x->sh->val[CH_V_DOUBT_KEPT] = is_doubt && !is_want;
 	bstate *cur = is_want ? &want : &doubt;
 	if (tp_debug_pinned(env) != 0) {
-		failf(err, n, "after recovery: %zu pages pinned", tp_debug_pinned(env));
+		wl_failf(err, n, "after recovery: %zu pages pinned", tp_debug_pinned(env));
 		tp_tree_close(a);
 		goto close;
 	}
@@ -704,27 +682,27 @@ static int verify_main(ch_child *x, char *err, size_t n)
 	tp_tree_close(a);
 	tp_crash_close(env);
 	if ((rc = tp_open(x->store, &o, &env)) != 0) {
-		failf(err, n, "second recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+		wl_failf(err, n, "second recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		goto out;
 	}
 	if ((rc = tp_verify(env, 0, NULL)) != 0) {
-		failf(err, n, "after the second recovery: tp_verify: %d: %s", rc, tp_errmsg());
+		wl_failf(err, n, "after the second recovery: tp_verify: %d: %s", rc, tp_errmsg());
 		goto close;
 	}
 	if (state_read(env, &got, err, n) != 0)
 		goto close;
 	if (!state_equal(cur, &got, why, sizeof why)) {
-		failf(err, n, "after one more transaction and a second recovery: %s", why);
+		wl_failf(err, n, "after one more transaction and a second recovery: %s", why);
 		goto close;
 	}
 	if ((rc = tp_close(env)) != 0) {
-		failf(err, n, "tp_close: %d %s", rc, tp_errmsg());
+		wl_failf(err, n, "tp_close: %d %s", rc, tp_errmsg());
 		goto out;
 	}
 	ret = 0;
 	goto out;
 txfail:
-	failf(err, n, "the transaction after recovery: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+	wl_failf(err, n, "the transaction after recovery: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 	tp_tree_close(a);
 close:
 	tp_crash_close(env);
@@ -752,9 +730,8 @@ static int child(ch_child *x)
 		return 0;
 	}
 	cfg_options(cfg, &o);
-	if ((rc = tp_open(x->store, &o, &env)) != 0)
-		return ch_child_fail(x, "%s: tp_open: %d (%s): %s", x->kind == CH_WORKLOAD ? "before the workload" : "recovery",
-				     rc, tp_strerror(rc), tp_errmsg());
+	if ((rc = ch_child_open(x, &o, &env)) != 0)
+		return rc;
 	uint64_t commits = 0, aborts = 0;
 	if (x->kind == CH_WORKLOAD && run_workload(env, cfg, x->oracle, &commits, &aborts, err, sizeof err) != 0)
 		return ch_child_fail(x, "workload: %s", err);

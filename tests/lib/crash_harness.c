@@ -58,6 +58,39 @@ void ch_child_begin(const ch_child *x)
 		iosim_crash_at_point(x->point, x->nth);
 }
 
+int ch_child_open(const ch_child *x, const tp_options *o, tp_env **env)
+{
+	int rc = tp_open(x->store, o, env);
+	if (rc != 0)
+		return ch_child_fail(x, "%s: tp_open: %d (%s): %s",
+				     x->kind == CH_WORKLOAD ? "before the workload" : "recovery", rc, tp_strerror(rc),
+				     tp_errmsg());
+	return 0;
+}
+
+int ch_wl_check(const char *store, const wl_config *c, const wl_model *base, const char *oracle, uint64_t seed,
+		wl_check_result *res, size_t *leaked, char *err, size_t n)
+{
+	wl_check_opts co = {.seed = seed, .extra_txn = 1};
+	size_t h0 = wl_heap_bytes();
+	if (wl_check(store, c, base, oracle, &co, res, err, n) != 0)
+		return -1;
+	iosim_uninstall();
+	size_t h1 = wl_heap_bytes();
+	*leaked = h1 > h0 ? h1 - h0 : 0;
+	return 0;
+}
+
+void ch_note_failure(uint64_t *failures, char *msg, size_t size, const char *store, const char *keep,
+		     const char *what)
+{
+	if (__atomic_add_fetch(failures, 1, __ATOMIC_SEQ_CST) != 1)
+		return;
+	int kept = wl_copy_store(store, keep) == 0;
+	snprintf(msg, size, "%s\n  store (after the failed step) %s %.200s", what,
+		 kept ? "kept in" : "could not be copied to", keep);
+}
+
 int ch_child_fail(const ch_child *x, const char *fmt, ...)
 {
 	va_list ap;
@@ -114,19 +147,16 @@ typedef struct worker {
 static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(worker *w, const char *fmt, ...)
 {
-	char m[6144];
+	char m[6144], what[7168];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(m, sizeof m, fmt, ap);
 	va_end(ap);
-	if (__atomic_add_fetch(&w->g->failures, 1, __ATOMIC_SEQ_CST) == 1) {
-		int kept = wl_copy_store(w->work, w->keep) == 0;
-		snprintf(w->g->msg, sizeof w->g->msg,
-			 "%s point failed: %.4000s\n  at: seed index %" PRIu64 " (seed %" PRIu64 "), %.700s\n"
-			 "  rerun: TP_CRASH_SEED=%" PRIu64 " TP_CRASH_ONLY=%" PRIu64 "\n  store (after the failed step) %s %.200s",
-			 w->s->name, m, w->idx, w->seed, w->where, w->base_seed, w->idx,
-			 kept ? "kept in" : "could not be copied to", w->keep);
-	}
+	snprintf(what, sizeof what,
+		 "%s point failed: %.4000s\n  at: seed index %" PRIu64 " (seed %" PRIu64 "), %.700s\n"
+		 "  rerun: TP_CRASH_SEED=%" PRIu64 " TP_CRASH_ONLY=%" PRIu64,
+		 w->s->name, m, w->idx, w->seed, w->where, w->base_seed, w->idx);
+	ch_note_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, w->work, w->keep, what);
 }
 
 /* A child and the suite that runs it. */

@@ -82,9 +82,26 @@ void ch_child_begin(const ch_child *x);
  * workload with end_close closes cleanly, else a power cut.  Returns the
  * child's exit status. */
 int ch_child_end(const ch_child *x, tp_env *env, uint64_t commits, uint64_t aborts, uint64_t lazy_sync);
+/* In a workload or recovery child: tp_open of the store (recovery); 0, or
+ * CH_CHILD_FAIL with the message in sh->msg. */
+int ch_child_open(const ch_child *x, const tp_options *o, tp_env **env);
 /* A child's failure: its message in sh->msg; returns CH_CHILD_FAIL. */
 int ch_child_fail(const ch_child *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CH_CHILD_FAIL 3
+
+/* In a verifier child under the simulator (the crash and fault suites):
+ * wl_check -- recovery, every page against the oracle, one more
+ * transaction, close, reopen, again -- then the simulator uninstalled;
+ * *leaked: the bytes the engine did not free meanwhile (0 unless
+ * wl_heap_bytes counts).  0, or -1 with the message in err. */
+int ch_wl_check(const char *store, const wl_config *c, const wl_model *base, const char *oracle, uint64_t seed,
+		wl_check_result *res, size_t *leaked, char *err, size_t n);
+
+/* In the parent: counts a failed point (atomically, in *failures); the
+ * first one's message, what, goes to msg (size bytes), with the store
+ * copied to keep for a post-mortem. */
+void ch_note_failure(uint64_t *failures, char *msg, size_t size, const char *store, const char *keep,
+		     const char *what);
 
 /* ---- a seed ---- */
 
