@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cut_each.h"
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
@@ -327,50 +328,67 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
  * A child process runs the operation and commits it under the io
  * simulator, which cuts the power at the k-th sync from the operation's
  * start (unsynced writes kept, lost or torn under the seed), for k = 1, 2,
- * ... until the child gets through.  Recovery must give the state before
- * the operation or after it -- after it whenever the commit had returned --
- * and the same again when recovered twice. */
+ * ... until the child gets through (the loop: tests/lib/cut_each.h).
+ * Recovery must give the state before the operation or after it -- after
+ * it whenever the commit had returned -- and the same again when recovered
+ * twice. */
 
-typedef struct cut_arg {
+/* The base store, the states before and after the operation. */
+typedef struct cut_ctx {
 	const rparam *p;
-	uint64_t k;
-	char acked[200], done[200];
-} cut_arg;
-
-static void touch(const char *path)
-{
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
-}
-
-static void cut_child(void *arg)
-{
-	cut_arg *a = arg;
-	tp_options o;
-	tp_env *env;
-	tp_txn *t;
-	iosim_install(a->p->seed * 131 + a->k);
-	su_options(&o, 0, 0, a->p->seed % 2 ? 8 : 0);
-	o.ckpt_log_bytes = UINT64_MAX / 2;
-	o.ckpt_ms = 0;
-	SU_CK(tp_open(sdir, &o, &env) == 0);
-	if (a->p->seed % 3 == 0)
-		SU_CK(tp_checkpoint(env) == 0);
-	iosim_crash_at_sync(iosim_syncs() + a->k);
-	SU_CK(tp_begin(env, &t) == 0);
-	run_op(env, t, a->p); /* cr_assert in a child: a failure exits non-zero */
-	if (tp_commit(t, 0) == 0)
-		touch(a->acked);
-	touch(a->done);
-	iosim_crash_now();
-}
+	char base[160];
+	su_snap s0, s1;
+} cut_ctx;
 
 static void copy_tree(const char *from, const char *to)
 {
 	char cmd[512];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -a '%s' '%s'", to, from, to);
 	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void cut_fresh(void *arg)
+{
+	cut_ctx *x = arg;
+	copy_tree(x->base, sdir);
+}
+
+static tp_env *cut_open(void *arg)
+{
+	cut_ctx *x = arg;
+	tp_options o;
+	tp_env *env;
+	su_options(&o, 0, 0, x->p->seed % 2 ? 8 : 0);
+	o.ckpt_log_bytes = UINT64_MAX / 2;
+	o.ckpt_ms = 0;
+	SU_CK(tp_open(sdir, &o, &env) == 0);
+	if (x->p->seed % 3 == 0)
+		SU_CK(tp_checkpoint(env) == 0);
+	return env;
+}
+
+static int cut_op(void *arg, tp_env *env, tp_txn *t)
+{
+	cut_ctx *x = arg;
+	run_op(env, t, x->p); /* cr_assert in a child: a failure exits non-zero */
+	return 0;
+}
+
+static void cut_check(void *arg, uint64_t k, int acked, int round)
+{
+	cut_ctx *x = arg;
+	const rparam *p = x->p;
+	tp_env *env = open_env(p);
+	su_snap s = snap(env, p, "after the power cut");
+	char why0[256], why1[256];
+	int is0 = su_snap_equal(&x->s0, &s, why0, sizeof why0);
+	int is1 = su_snap_equal(&x->s1, &s, why1, sizeof why1);
+	su_snap_free(&s);
+	cr_assert(is1 || (!acked && is0),
+		  "%s seed %" PRIu64 " cut at sync %" PRIu64 " (commit %s), recovery %d: "
+		  "neither before (%s) nor after (%s)",
+		  rop_name[p->op], p->seed, k, acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
+	tp_crash_close(env); /* and recover once more */
 }
 
 ParameterizedTestParameters(recover, power_cut_at_each_sync)
@@ -382,56 +400,29 @@ ParameterizedTestParameters(recover, power_cut_at_each_sync)
 
 ParameterizedTest(rparam *p, recover, power_cut_at_each_sync, .init = setup, .fini = teardown, .timeout = 120)
 {
-	char base[160];
+	cut_ctx x = {.p = p};
+	char what[160];
 	tp_env *env;
 	tp_txn *t;
 	make_base(p);
-	snprintf(base, sizeof base, "%s/base", tdir);
-	copy_tree(sdir, base);
+	snprintf(x.base, sizeof x.base, "%s/base", tdir);
+	copy_tree(sdir, x.base);
 
 	/* the states before and after the operation */
 	env = open_env(p);
 	if (p->seed % 3 == 0)
 		cr_assert_eq(tp_checkpoint(env), 0);
-	su_snap s0 = snap(env, p, "before");
+	x.s0 = snap(env, p, "before");
 	cr_assert_eq(tp_begin(env, &t), 0);
 	run_op(env, t, p);
 	cr_assert_eq(tp_commit(t, 0), 0);
-	su_snap s1 = snap(env, p, "after");
+	x.s1 = snap(env, p, "after");
 	tp_crash_close(env);
 
-	int through = 0, acked_cuts = 0;
-	for (uint64_t k = 1; k <= 40 && !through; k++) {
-		cut_arg a = {.p = p, .k = k};
-		snprintf(a.acked, sizeof a.acked, "%s/acked", tdir);
-		snprintf(a.done, sizeof a.done, "%s/done", tdir);
-		remove(a.acked);
-		remove(a.done);
-		copy_tree(base, sdir);
-		int ex = su_run_child(cut_child, &a);
-		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "%s seed %" PRIu64 " cut at sync %" PRIu64 ": child exit %d",
-			     rop_name[p->op], p->seed, k, ex);
-		struct stat st;
-		int acked = stat(a.acked, &st) == 0;
-		through = stat(a.done, &st) == 0;
-		acked_cuts += acked;
-		for (int round = 0; round < 2; round++) {
-			env = open_env(p);
-			su_snap s = snap(env, p, "after the power cut");
-			char why0[256], why1[256];
-			int is0 = su_snap_equal(&s0, &s, why0, sizeof why0);
-			int is1 = su_snap_equal(&s1, &s, why1, sizeof why1);
-			su_snap_free(&s);
-			cr_assert(is1 || (!acked && is0),
-				  "%s seed %" PRIu64 " cut at sync %" PRIu64 " (commit %s), recovery %d: "
-				  "neither before (%s) nor after (%s)",
-				  rop_name[p->op], p->seed, k, acked ? "acknowledged" : "not acknowledged", round + 1,
-				  why0, why1);
-			tp_crash_close(env); /* and recover once more */
-		}
-	}
-	cr_assert(through, "%s seed %" PRIu64 ": still cutting after 40 syncs", rop_name[p->op], p->seed);
-	cr_assert_gt(acked_cuts, 0);
-	su_snap_free(&s0);
-	su_snap_free(&s1);
+	snprintf(what, sizeof what, "%s seed %" PRIu64, rop_name[p->op], p->seed);
+	cut_each c = {.what = what, .dir = tdir, .seed = p->seed, .max_k = 40, .arg = &x,
+		      .fresh = cut_fresh, .open = cut_open, .op = cut_op, .check = cut_check};
+	cut_each_sync(&c);
+	su_snap_free(&x.s0);
+	su_snap_free(&x.s1);
 }

@@ -49,6 +49,7 @@
 #include "bt.h"
 #include "bt_int.h"
 #include "bt_model.h"
+#include "cut_each.h"
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
@@ -805,42 +806,57 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 
 /* ---- P: a power cut at each sync of the operation and its commit ---- */
 
-typedef struct cut_arg {
+/* The loop is tests/lib/cut_each.h; these are the suite's steps. */
+typedef struct cut_ctx {
 	const bparam *p;
-	uint64_t k;
-	char acked[700], done[700];
-} cut_arg;
+	snap s0, s1;
+} cut_ctx;
 
-static void touch(const char *path)
+static void cut_fresh(void *arg)
 {
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
+	cut_ctx *x = arg;
+	fresh(x->p);
 }
 
-static void cut_child(void *arg)
+static tp_env *cut_open(void *arg)
 {
-	cut_arg *a = arg;
+	cut_ctx *x = arg;
 	tp_options o;
 	tp_env *env;
-	tp_txn *t;
-	iosim_install(a->p->seed * 131 + a->k);
-	options(a->p, &o);
+	options(x->p, &o);
 	if (tp_open(sdir, &o, &env) != 0) {
 		fprintf(stderr, "cut child: tp_open: %s\n", tp_errmsg());
 		_exit(SU_CHILD_FAIL);
 	}
-	if (a->p->seed % 3 == 0 && tp_checkpoint(env) != 0)
+	if (x->p->seed % 3 == 0 && tp_checkpoint(env) != 0)
 		_exit(SU_CHILD_FAIL);
-	iosim_crash_at_sync(iosim_syncs() + a->k);
-	if (tp_begin(env, &t) != 0 || run_op(env, t, a->p, 0) != 0) {
+	return env;
+}
+
+static int cut_op(void *arg, tp_env *env, tp_txn *t)
+{
+	cut_ctx *x = arg;
+	if (run_op(env, t, x->p, 0) != 0) {
 		fprintf(stderr, "cut child: %s\n", emsg);
-		_exit(SU_CHILD_FAIL);
+		return -1;
 	}
-	if (tp_commit(t, 0) == 0)
-		touch(a->acked);
-	touch(a->done);
-	iosim_crash_now();
+	return 0;
+}
+
+static void cut_check(void *arg, uint64_t k, int acked, int round)
+{
+	cut_ctx *x = arg;
+	const bparam *p = x->p;
+	snap s;
+	char why0[700], why1[700];
+	tp_env *env = open_env(p, "after the power cut");
+	take(env, p, &s, "after the power cut");
+	int is0 = snap_equal(&x->s0, &s, why0, sizeof why0), is1 = snap_equal(&x->s1, &s, why1, sizeof why1);
+	snap_free(&s);
+	PCK(is1 || (!acked && is0), "cut at sync %" PRIu64 " (commit %s), recovery %d: neither before (%s) nor after (%s)",
+	    k, acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
+	verify(env, p, "after the power cut");
+	tp_crash_close(env);
 }
 
 ParameterizedTestParameters(recover, btree_power_cut_at_each_sync)
@@ -852,52 +868,26 @@ ParameterizedTestParameters(recover, btree_power_cut_at_each_sync)
 
 ParameterizedTest(bparam *p, recover, btree_power_cut_at_each_sync, .init = setup, .fini = teardown, .timeout = 300)
 {
+	cut_ctx x = {.p = p};
+	char what[160];
 	tp_env *env;
 	tp_txn *t;
-	snap s0, s1;
 	make_base(p);
 
 	fresh(p);
 	env = open_env(p, "before");
-	take(env, p, &s0, "before");
+	take(env, p, &x.s0, "before");
 	PCK(tp_begin(env, &t) == 0, "begin");
 	PCK(run_op(env, t, p, 0) == 0, "%s", emsg);
 	PCK(tp_commit(t, 0) == 0, "commit");
-	take(env, p, &s1, "after");
+	take(env, p, &x.s1, "after");
 	tp_crash_close(env);
 
-	int through = 0, acked_cuts = 0;
-	uint64_t k;
-	for (k = 1; k <= 80 && !through; k++) {
-		cut_arg a = {.p = p, .k = k};
-		snprintf(a.acked, sizeof a.acked, "%s/acked", tdir);
-		snprintf(a.done, sizeof a.done, "%s/done", tdir);
-		remove(a.acked);
-		remove(a.done);
-		fresh(p);
-		int ex = su_run_child(cut_child, &a);
-		PCK(ex == IOSIM_CRASH_EXIT, "cut at sync %" PRIu64 ": child exit %d", k, ex);
-		struct stat sb;
-		int acked = stat(a.acked, &sb) == 0;
-		through = stat(a.done, &sb) == 0;
-		acked_cuts += acked;
-		for (int round = 0; round < 2; round++) {
-			snap s;
-			char why0[700], why1[700];
-			env = open_env(p, "after the power cut");
-			take(env, p, &s, "after the power cut");
-			int is0 = snap_equal(&s0, &s, why0, sizeof why0), is1 = snap_equal(&s1, &s, why1, sizeof why1);
-			snap_free(&s);
-			PCK(is1 || (!acked && is0),
-			    "cut at sync %" PRIu64 " (commit %s), recovery %d: neither before (%s) nor after (%s)", k,
-			    acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
-			verify(env, p, "after the power cut");
-			tp_crash_close(env);
-		}
-	}
-	PCK(through, "still cutting after 80 syncs");
-	PCK(acked_cuts > 0, "no cut after the commit");
-	cr_log_info("%s seed %" PRIu64 ": %" PRIu64 " power cuts", bop_name[p->op], p->seed, k - 1);
-	snap_free(&s0);
-	snap_free(&s1);
+	snprintf(what, sizeof what, "%s seed %" PRIu64, bop_name[p->op], p->seed);
+	cut_each c = {.what = what, .dir = tdir, .seed = p->seed, .max_k = 80, .arg = &x,
+		      .fresh = cut_fresh, .open = cut_open, .op = cut_op, .check = cut_check};
+	uint64_t cuts = cut_each_sync(&c);
+	cr_log_info("%s seed %" PRIu64 ": %" PRIu64 " power cuts", bop_name[p->op], p->seed, cuts);
+	snap_free(&x.s0);
+	snap_free(&x.s1);
 }
