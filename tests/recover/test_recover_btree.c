@@ -49,7 +49,7 @@
 #include "bt.h"
 #include "bt_int.h"
 #include "bt_model.h"
-#include "cut_each.h"
+#include "recover_harness.h"
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
@@ -87,10 +87,8 @@ static const char *bop_name[B_N] = {
 	"delete merging two internal pages", "delete collapsing the root", "drop tree", "80 mixed operations",
 };
 
-typedef struct bparam {
-	int op;
-	uint64_t seed;
-} bparam;
+typedef op_seed bparam; /* an operation and a seed */
+#define SEEDS 1, 2, 3, 6 /* each operation runs under each */
 
 #define PSIZE 1024
 #define NA 150 /* records of tree "a" for the operations that do not split on purpose */
@@ -635,6 +633,15 @@ static void same(const bparam *p, const snap *want, const snap *got, const char 
 	PCK(snap_equal(want, got, why, sizeof why), "%s: %s", when, why);
 }
 
+/* The store now (env) is want; what: the step, for the message. */
+static void same_now(tp_env *env, const bparam *p, const snap *want, const char *when, const char *what)
+{
+	snap s;
+	take(env, p, &s, when);
+	same(p, want, &s, what);
+	snap_free(&s);
+}
+
 static void verify(tp_env *env, const bparam *p, const char *when)
 {
 	int rc = tp_verify(env, 0, NULL);
@@ -666,24 +673,7 @@ static void split_kept(tp_env *env, const bparam *p, const bt_verify_result *bas
 
 /* ---- the test ---- */
 
-static bparam *params(size_t *n)
-{
-	static const uint64_t seeds[] = {1, 2, 3, 6};
-	const size_t ns = sizeof seeds / sizeof seeds[0];
-	*n = B_N * ns;
-	bparam *v = cr_malloc(*n * sizeof *v);
-	for (int op = 0; op < B_N; op++)
-		for (size_t i = 0; i < ns; i++)
-			v[(size_t)op * ns + i] = (bparam){op, seeds[i]};
-	return v;
-}
-
-ParameterizedTestParameters(recover, btree_per_operation)
-{
-	size_t n;
-	bparam *v = params(&n);
-	return cr_make_param_array(bparam, v, n, NULL);
-}
+OP_SEED_PARAMS(recover, btree_per_operation, B_N, SEEDS)
 
 ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini = teardown, .timeout = 120)
 {
@@ -712,16 +702,12 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 		PCK(split_kind(p->op, &base_stats, &done_stats), "the operation did not change the tree's shape as planned");
 	}
 	PCK(tp_abort(t) == 0, "A: tp_abort: %s", tp_errmsg());
-	take(env, p, &s, "after abort");
-	same(p, &s0, &s, "A: abort does not restore the snapshot");
-	snap_free(&s);
+	same_now(env, p, &s0, "after abort", "A: abort does not restore the snapshot");
 	verify(env, p, "A: after abort");
 	split_kept(env, p, &base_stats, &done_stats, "A: after abort");
 	tp_crash_close(env);
 	env = open_env(p, "A, recovery after the abort");
-	take(env, p, &s, "A: recovered after abort");
-	same(p, &s0, &s, "A: recovery after an abort");
-	snap_free(&s);
+	same_now(env, p, &s0, "A: recovered after abort", "A: recovery after an abort");
 	verify(env, p, "A: recovered after abort");
 	PCK(tp_close(env) == 0, "close");
 
@@ -737,23 +723,17 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	same(p, &in, &s1, "C: the committed state differs from the in-flight state of run A");
 	tp_crash_close(env);
 	env = open_env(p, "C: first recovery");
-	take(env, p, &s, "C: first recovery");
-	same(p, &s1, &s, "C: crash after commit, recover");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: first recovery", "C: crash after commit, recover");
 	verify(env, p, "C: after the first recovery");
 	tp_crash_close(env);
 	env = open_env(p, "C: second recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 0, "C: %" PRIu64 " losers", st.rec_losers);
-	take(env, p, &s, "C: second recovery");
-	same(p, &s1, &s, "C: recovered twice");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: second recovery", "C: recovered twice");
 	verify(env, p, "C: after the second recovery");
 	PCK(tp_close(env) == 0, "close");
 	env = open_env(p, "C: clean open");
-	take(env, p, &s, "C: clean open");
-	same(p, &s1, &s, "C: clean close and open");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: clean open", "C: clean close and open");
 	PCK(tp_close(env) == 0, "close");
 
 	/* U. durable but not committed: redone, then rolled back by logical undo */
@@ -768,18 +748,14 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	env = open_env(p, "U: recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 1, "U: %" PRIu64 " losers, expected 1", st.rec_losers);
-	take(env, p, &s, "U: recovery");
-	same(p, &s0, &s, "U: an uncommitted durable operation is rolled back");
-	snap_free(&s);
+	same_now(env, p, &s0, "U: recovery", "U: an uncommitted durable operation is rolled back");
 	verify(env, p, "U: after the loser's rollback");
 	split_kept(env, p, &base_stats, &done_stats, "U: after the loser's rollback");
 	tp_crash_close(env);
 	env = open_env(p, "U: second recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 0, "U: the rollback was not finished: %" PRIu64 " losers again", st.rec_losers);
-	take(env, p, &s, "U: second recovery");
-	same(p, &s0, &s, "U: the rollback recovered twice");
-	snap_free(&s);
+	same_now(env, p, &s0, "U: second recovery", "U: the rollback recovered twice");
 	verify(env, p, "U: after the second recovery");
 	PCK(tp_close(env) == 0, "close");
 
@@ -806,7 +782,7 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 
 /* ---- P: a power cut at each sync of the operation and its commit ---- */
 
-/* The loop is tests/lib/cut_each.h; these are the suite's steps. */
+/* The loop is tests/lib/recover_harness.h; these are the suite's steps. */
 typedef struct cut_ctx {
 	const bparam *p;
 	snap s0, s1;
@@ -859,12 +835,7 @@ static void cut_check(void *arg, uint64_t k, int acked, int round)
 	tp_crash_close(env);
 }
 
-ParameterizedTestParameters(recover, btree_power_cut_at_each_sync)
-{
-	size_t n;
-	bparam *v = params(&n);
-	return cr_make_param_array(bparam, v, n, NULL);
-}
+OP_SEED_PARAMS(recover, btree_power_cut_at_each_sync, B_N, SEEDS)
 
 ParameterizedTest(bparam *p, recover, btree_power_cut_at_each_sync, .init = setup, .fini = teardown, .timeout = 300)
 {

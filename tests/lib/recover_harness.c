@@ -1,6 +1,7 @@
 /*
- * cut_each.c -- a power cut at each sync of one operation and its commit
- * (cut_each.h).
+ * recover_harness.c -- what the recover suites share: their parameters and
+ * a power cut at each sync of one operation and its commit
+ * (recover_harness.h).
  */
 #include <criterion/criterion.h>
 
@@ -10,9 +11,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cut_each.h"
+#include "recover_harness.h"
 #include "io_sim.h"
 #include "store_util.h"
+
+op_seed *op_seed_params(int nops, const uint64_t *seeds, size_t nseeds, size_t *n)
+{
+	*n = (size_t)nops * nseeds;
+	op_seed *v = cr_malloc(*n * sizeof *v);
+	cr_assert(v, "cr_malloc of %zu parameters", *n);
+	for (int op = 0; op < nops; op++)
+		for (size_t i = 0; i < nseeds; i++)
+			v[(size_t)op * nseeds + i] = (op_seed){op, seeds[i]};
+	return v;
+}
 
 typedef struct cut_arg {
 	const cut_each *c;

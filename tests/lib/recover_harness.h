@@ -1,8 +1,10 @@
 /*
- * cut_each.h -- a power cut at each sync of one operation and its commit,
- * the loop that the recover suites share (tests/recover/test_recover.c,
- * test_recover_btree.c).
+ * recover_harness.h -- what the recover suites share (tests/recover/
+ * test_recover.c, test_recover_btree.c): their parameters, each operation
+ * under each seed, and the loop of a power cut at each sync of one
+ * operation and its commit.
  *
+ * The loop.
  * For k = 1, 2, ... a child (su_run_child) opens a fresh copy of the store
  * under the io simulator (seed * 131 + k), which cuts the power at the k-th
  * sync from the operation's start (unsynced writes kept, lost or torn under
@@ -12,12 +14,39 @@
  * checks recovery twice (the store is recovered, crash-closed, recovered
  * again).  The loop ends when a child gets through.
  */
-#ifndef TPFS_CUT_EACH_H
-#define TPFS_CUT_EACH_H
+#ifndef TPFS_RECOVER_HARNESS_H
+#define TPFS_RECOVER_HARNESS_H
 
+#include <criterion/parameterized.h>
+
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tp.h"
+
+/* ---- parameters: each operation under each seed ---- */
+
+typedef struct op_seed {
+	int op;
+	uint64_t seed;
+} op_seed;
+
+/* nops x nseeds parameters, operation-major (cr_malloc'd, for
+ * cr_make_param_array); *n: their number. */
+op_seed *op_seed_params(int nops, const uint64_t *seeds, size_t nseeds, size_t *n);
+
+/* The parameters of test (suite, name): operations 0..nops-1, each under
+ * the seeds listed. */
+#define OP_SEED_PARAMS(suite, name, nops, ...)                                                                         \
+	ParameterizedTestParameters(suite, name)                                                                       \
+	{                                                                                                              \
+		static const uint64_t seeds_[] = {__VA_ARGS__};                                                        \
+		size_t n_;                                                                                             \
+		op_seed *v_ = op_seed_params((nops), seeds_, sizeof seeds_ / sizeof seeds_[0], &n_);                   \
+		return cr_make_param_array(op_seed, v_, n_, NULL);                                                     \
+	}
+
+/* ---- a power cut at each sync ---- */
 
 typedef struct cut_each {
 	const char *what;     /* the operation and seed, for messages */
