@@ -37,10 +37,6 @@
  *   TP_CRASH_SEED    base seed (default 1); TP_CRASH_ONLY=i reruns seed i
  *   TP_CRASH_JOBS    worker processes (default: online CPUs, at most 8)
  */
-#include <criterion/criterion.h>
-#include <criterion/hooks.h>
-#include <criterion/options.h>
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,40 +86,43 @@ static void seed(uint64_t s, wl_rng *r, ch_seed *out)
 		 cfg->ckpt_log_bytes, cfg->long_txn);
 }
 
+/* The verifier child: wl_check (recovery, every page against the oracle,
+ * one more transaction, close, reopen, again), and no memory leaked. */
+static int verify(ch_child *x)
+{
+	wl_check_result res;
+	size_t leaked;
+	char err[sizeof x->sh->msg] = "";
+	if (ch_wl_check(x->store, x->cfg, x->base, x->oracle, x->sim_seed, &res, &leaked, err, sizeof err) != 0)
+		return ch_child_fail(x, "%s", err);
+	if (leaked)
+		return ch_child_fail(x, "the engine leaked %zu bytes in recovery, reopen and close", leaked);
+	x->sh->val[CH_V_REDONE] = res.rec_redone;
+	x->sh->val[CH_V_LOSERS] = res.rec_losers;
+	x->sh->val[CH_V_DOUBT] = res.in_doubt;
+	x->sh->val[CH_V_DOUBT_KEPT] = (uint64_t)res.doubt_applied;
+	x->sh->val[CH_V_CUT] = res.rec_cut_bytes;
+	x->sh->finished = 1;
+	return 0;
+}
+
 /* In a child, under the simulator: the workload, a recovery, or the
- * verifier (wl_check: recovery, every page against the oracle, one more
- * transaction, close, reopen, again; and no memory leaked). */
+ * verifier. */
 static int child(ch_child *x)
 {
-	const wl_config *cfg = x->cfg;
+	if (x->kind == CH_VERIFY)
+		return verify(x);
 	tp_options o;
 	tp_env *env;
-	wl_stats st;
-	char err[sizeof x->sh->msg];
 	int rc;
-
-	err[0] = 0;
-	if (x->kind == CH_VERIFY) {
-		wl_check_result res;
-		size_t leaked;
-		if (ch_wl_check(x->store, cfg, x->base, x->oracle, x->sim_seed, &res, &leaked, err, sizeof err) != 0)
-			return ch_child_fail(x, "%s", err);
-		if (leaked)
-			return ch_child_fail(x, "the engine leaked %zu bytes in recovery, reopen and close", leaked);
-		x->sh->val[CH_V_REDONE] = res.rec_redone;
-		x->sh->val[CH_V_LOSERS] = res.rec_losers;
-		x->sh->val[CH_V_DOUBT] = res.in_doubt;
-		x->sh->val[CH_V_DOUBT_KEPT] = (uint64_t)res.doubt_applied;
-		x->sh->val[CH_V_CUT] = res.rec_cut_bytes;
-		x->sh->finished = 1;
-		return 0;
-	}
-	wl_options(cfg, &o);
+	wl_options(x->cfg, &o);
 	if ((rc = ch_child_open(x, &o, &env)) != 0)
 		return rc;
 	if (x->kind != CH_WORKLOAD)
 		return ch_child_end(x, env, 0, 0, 0);
-	if (wl_run(env, cfg, x->base, x->oracle, WL_STRICT, &st, err, sizeof err) != 0)
+	wl_stats st;
+	char err[sizeof x->sh->msg] = "";
+	if (wl_run(env, x->cfg, x->base, x->oracle, WL_STRICT, &st, err, sizeof err) != 0)
 		return ch_child_fail(x, "workload: %s", err);
 	/* one sync right after a lazy commit or tp_sync returned */
 	uint64_t lazy = st.nmarks ? st.marks[wl_below(&(wl_rng){x->sim_seed}, st.nmarks)] : 0;
@@ -159,11 +158,5 @@ static const ch_suite suite = {
 	.report = report,
 };
 
-/* The time limit scales with the number of crash points (--long). */
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	(void)set;
-	criterion_options.timeout = 120.0 + 0.5 * (double)ch_points_wanted(&suite);
-}
-
-Test(crash, random_points) { ch_run(&suite); }
+/* The time limit grows with the number of crash points (--long). */
+CH_TEST(crash, random_points, suite, 0.5)

@@ -53,10 +53,6 @@
  * TP_CRASH_ONLY=i (rerun seed index i alone), TP_CRASH_JOBS (workers,
  * default: online CPUs, at most 8), TP_CRASH_VERBOSE.
  */
-#include <criterion/criterion.h>
-#include <criterion/hooks.h>
-#include <criterion/options.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -761,10 +757,5 @@ static const ch_suite suite = {
 	.report = report,
 };
 
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	(void)set;
-	criterion_options.timeout = 120.0 + 1.0 * (double)ch_points_wanted(&suite);
-}
-
-Test(crash, btree_random_points) { ch_run(&suite); }
+/* The time limit grows with the number of crash points (--long). */
+CH_TEST(crash, btree_random_points, suite, 1.0)

@@ -213,13 +213,10 @@ typedef struct worker {
 static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(worker *w, const char *fmt, ...)
 {
-	char m[6144], what[7168];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(m, sizeof m, fmt, ap);
+	ch_vnote_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, "fault", w->where, w->work, w->keep, fmt, ap);
 	va_end(ap);
-	snprintf(what, sizeof what, "fault point failed: %.4000s\n  at: %.500s", m, w->where);
-	ch_note_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, w->work, w->keep, what);
 }
 
 /* A leak found by the child (sh->leak) is counted and reported apart: the

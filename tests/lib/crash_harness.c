@@ -81,14 +81,16 @@ int ch_wl_check(const char *store, const wl_config *c, const wl_model *base, con
 	return 0;
 }
 
-void ch_note_failure(uint64_t *failures, char *msg, size_t size, const char *store, const char *keep,
-		     const char *what)
+void ch_vnote_failure(uint64_t *failures, char *msg, size_t size, const char *kind, const char *at,
+		      const char *store, const char *keep, const char *fmt, va_list ap)
 {
+	char m[6144];
 	if (__atomic_add_fetch(failures, 1, __ATOMIC_SEQ_CST) != 1)
 		return;
+	vsnprintf(m, sizeof m, fmt, ap);
 	int kept = wl_copy_store(store, keep) == 0;
-	snprintf(msg, size, "%s\n  store (after the failed step) %s %.200s", what,
-		 kept ? "kept in" : "could not be copied to", keep);
+	snprintf(msg, size, "%s point failed: %.4000s\n  at: %.1200s\n  store (after the failed step) %s %.200s", kind, m,
+		 at, kept ? "kept in" : "could not be copied to", keep);
 }
 
 int ch_child_fail(const ch_child *x, const char *fmt, ...)
@@ -147,16 +149,13 @@ typedef struct worker {
 static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(worker *w, const char *fmt, ...)
 {
-	char m[6144], what[7168];
+	char at[1200];
 	va_list ap;
+	snprintf(at, sizeof at, "seed index %" PRIu64 " (seed %" PRIu64 "), %.700s\n  rerun: TP_CRASH_SEED=%" PRIu64
+		 " TP_CRASH_ONLY=%" PRIu64, w->idx, w->seed, w->where, w->base_seed, w->idx);
 	va_start(ap, fmt);
-	vsnprintf(m, sizeof m, fmt, ap);
+	ch_vnote_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, w->s->name, at, w->work, w->keep, fmt, ap);
 	va_end(ap);
-	snprintf(what, sizeof what,
-		 "%s point failed: %.4000s\n  at: seed index %" PRIu64 " (seed %" PRIu64 "), %.700s\n"
-		 "  rerun: TP_CRASH_SEED=%" PRIu64 " TP_CRASH_ONLY=%" PRIu64,
-		 w->s->name, m, w->idx, w->seed, w->where, w->base_seed, w->idx);
-	ch_note_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, w->work, w->keep, what);
 }
 
 /* A child and the suite that runs it. */

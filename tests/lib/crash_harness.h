@@ -26,6 +26,11 @@
 #ifndef TPFS_CRASH_HARNESS_H
 #define TPFS_CRASH_HARNESS_H
 
+#include <criterion/criterion.h>
+#include <criterion/hooks.h>
+#include <criterion/options.h>
+
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -98,10 +103,10 @@ int ch_wl_check(const char *store, const wl_config *c, const wl_model *base, con
 		wl_check_result *res, size_t *leaked, char *err, size_t n);
 
 /* In the parent: counts a failed point (atomically, in *failures); the
- * first one's message, what, goes to msg (size bytes), with the store
- * copied to keep for a post-mortem. */
-void ch_note_failure(uint64_t *failures, char *msg, size_t size, const char *store, const char *keep,
-		     const char *what);
+ * first one's message goes to msg (size bytes) -- "KIND point failed: ...
+ * at: AT", the store copied to keep for a post-mortem, and where. */
+void ch_vnote_failure(uint64_t *failures, char *msg, size_t size, const char *kind, const char *at,
+		      const char *store, const char *keep, const char *fmt, va_list ap);
 
 /* ---- a seed ---- */
 
@@ -133,6 +138,16 @@ typedef struct ch_suite {
 	/* After the common line of results: the suite's own. */
 	void (*report)(const ch_totals *g, double secs);
 } ch_suite;
+
+/* The suite's Criterion test (category, name) and its time limit, which
+ * grows with the crash points (per_point seconds each: --long). */
+#define CH_TEST(category, name, suite, per_point)                                                                      \
+	ReportHook(PRE_ALL)(struct criterion_test_set * set)                                                           \
+	{                                                                                                              \
+		(void)set;                                                                                             \
+		criterion_options.timeout = 120.0 + (per_point) * (double)ch_points_wanted(&(suite));                  \
+	}                                                                                                              \
+	Test(category, name) { ch_run(&(suite)); }
 
 /* TP_CRASH_POINTS, or the suite's default. */
 uint64_t ch_points_wanted(const ch_suite *s);
