@@ -22,7 +22,8 @@
  *     back as the model says, and every allocation returns the first free
  *     page (first fit) that no open transaction freed.
  * Regular transactions never touch L's pages, so the two never conflict
- * (there is no lock manager to order them yet).
+ * (page operations take no locks: tp_page_write and the like leave a
+ * caller that shares pages between transactions to lock them, tp_lock).
  *
  * Oracle (written with write(2), never through io_*, so no simulated crash
  * can lose it): before tp_commit an INTENT record lists every step of the

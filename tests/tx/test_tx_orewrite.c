@@ -394,8 +394,8 @@ Test(tx_clients, orewrite, .timeout = 300) { orewrite_test(0); }
 
 /* The member also runs nm on its own output after each rewrite: BFD maps
  * the object MAP_PRIVATE, through the page cache the kernel shares with
- * the non-member's nm (DESIGN.md 3: "a private one reads the transaction's
- * view"). */
+ * the non-member's nm (fsd/DESIGN.md, "mmap": a member's MAP_PRIVATE
+ * mapping "reads the transaction's view"). */
 Test(tx_clients, orewrite_member_nm, .timeout = 300) { orewrite_test(1); }
 
 /* ---------------------------------------------------------------------- */
