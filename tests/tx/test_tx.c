@@ -615,8 +615,6 @@ int tsh_run(tsh *s, const char **outp, const char *fmt, ...)
 	return st;
 }
 
-/* Runs a command that must succeed; its output. */
-
 /* A member's check: the command's output must be `expect`. */
 void mcheck(tsh *s, const char *expect, const char *fmt, ...)
 {

@@ -287,7 +287,6 @@ const char *write_step(const char *name, const char *body)
 	return path;
 }
 
-/* A background job: a shell in its own process group. */
 
 pid_t spawn_step(const char *path, int own_group)
 {

@@ -62,6 +62,7 @@ void kid_del(pid_t p);
 void need(const char *const *progs);
 void start(void);
 const char *write_step(const char *name, const char *body);
+/* A background job: a shell in its own process group. */
 typedef struct job {
 	pid_t pid;
 	int done, status; /* exit status, or 128 + signal */

@@ -96,6 +96,7 @@ tsh *tsh_open(const char *name, int bind);
 void tsh_send(tsh *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int tsh_wait(tsh *s, char *out, size_t size, int timeout_ms);
 int tsh_run(tsh *s, const char **outp, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Runs a command that must succeed. */
 #define SH_OK(s, ...)                                                                                                  \
 	do {                                                                                                           \
 		const char *o_;                                                                                        \
