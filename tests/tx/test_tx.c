@@ -34,7 +34,6 @@
 #include "txsh.h"
 
 
-
 tfs_mount g_m;
 char g_self[PATH_MAX];
 int g_watch = -1; /* write end: the watchdog's pipe */
@@ -43,15 +42,7 @@ int g_watch = -1; /* write end: the watchdog's pipe */
 /* Small things                                                           */
 
 /* A path on the mount (rotating buffers). */
-const char *mp(const char *rel)
-{
-	static char b[16][700];
-	static int i;
-	char *p = b[i++ % 16];
-	snprintf(p, sizeof b[0], "%s/%s", g_m.mnt, rel);
-	return p;
-}
-
+const char *mp(const char *rel) { return txtest_path(g_m.mnt, rel); }
 
 void sb_add(sbuf *o, const char *fmt, ...)
 {
@@ -212,7 +203,6 @@ void view(const char *root, const char *rel, char *buf, size_t size)
 
 /* ---------------------------------------------------------------------- */
 /* The helper: this binary run from a member's shell                       */
-
 
 int helper(int argc, char **argv)
 {
@@ -437,7 +427,6 @@ void watchdog_quit(void)
 /* Transaction shells (members)                                            */
 
 
-
 tsh g_sh[MAX_SH];
 int g_nsh;
 pid_t g_kids[16]; /* other children to kill at the end */
@@ -642,7 +631,6 @@ void tsh_kill(tsh *s, int whole)
 	s->pid = 0;
 }
 
-
 /* A member's commit or abort through the protocol (from a child of the
  * shell): the answer's text; asserts success. */
 void tsh_commit(tsh *s)
@@ -825,10 +813,8 @@ void nm_statvfs(struct statvfs *sv)
 	nm_end();
 }
 
-
 /* ---------------------------------------------------------------------- */
 /* The scenario: a committed tree, then a member's changes                 */
-
 
 /* Committed, by the non-member, before any transaction. */
 void scen_setup(void)

@@ -71,7 +71,6 @@
 #include "txclients.h"
 
 
-
 tfs_mount g_m;
 char g_self[PATH_MAX];
 char g_log[400];
@@ -184,24 +183,10 @@ const char *tail_of(const char *path, size_t max)
 const char *log_tail(void) { return tail_of(g_log, 2500); }
 
 /* A path in the test's directory (rotating buffers). */
-const char *dp(const char *rel)
-{
-	static char b[8][600];
-	static int i;
-	char *p = b[i++ % 8];
-	snprintf(p, sizeof b[0], "%s/%s", g_m.dir, rel);
-	return p;
-}
+const char *dp(const char *rel) { return txtest_path(g_m.dir, rel); }
 
 /* A path on the mount (rotating buffers). */
-const char *mp(const char *rel)
-{
-	static char b[8][600];
-	static int i;
-	char *p = b[i++ % 8];
-	snprintf(p, sizeof b[0], "%s/%s", g_m.mnt, rel);
-	return p;
-}
+const char *mp(const char *rel) { return txtest_path(g_m.mnt, rel); }
 
 void kid_add(pid_t p)
 {
@@ -287,7 +272,6 @@ const char *write_step(const char *name, const char *body)
 	return path;
 }
 
-
 pid_t spawn_step(const char *path, int own_group)
 {
 	char head[800];
@@ -339,7 +323,6 @@ int step(const char *name, const char *fmt, ...)
 			return -1;
 	return wstatus(st);
 }
-
 
 void bg(job *j, const char *name, const char *fmt, ...)
 {
