@@ -649,6 +649,27 @@ static void verify(tp_env *env, const bparam *p, const char *when)
 	PCK(tp_debug_pinned(env) == 0, "%s: pages left pinned", when);
 }
 
+/* A fresh copy of the base store, opened for a phase of the test; with
+ * ckpt, a checkpoint first for one seed in three (the operation then logs
+ * full-page images). */
+static tp_env *fresh_open(const bparam *p, const char *phase, int ckpt)
+{
+	fresh(p);
+	tp_env *env = open_env(p, phase);
+	if (ckpt && p->seed % 3 == 0)
+		PCK(tp_checkpoint(env) == 0, "checkpoint");
+	return env;
+}
+
+/* Begins a transaction and runs the operation in it. */
+static tp_txn *begin_op(tp_env *env, const bparam *p, const char *phase, int public_drop)
+{
+	tp_txn *t;
+	PCK(tp_begin(env, &t) == 0, "begin");
+	PCK(run_op(env, t, p, public_drop) == 0, "%s: %s", phase, emsg);
+	return t;
+}
+
 /* After the operation's rollback, the split or merge it made is still there. */
 static void split_kept(tp_env *env, const bparam *p, const bt_verify_result *base, const bt_verify_result *done,
 		       const char *when)
@@ -686,15 +707,11 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	make_base(p);
 
 	/* A. run and abort */
-	fresh(p);
-	env = open_env(p, "A");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
+	env = fresh_open(p, "A", 1);
 	take(env, p, &s0, "before");
 	if (is_shape(p->op))
 		PCK(tree_stats(env, "a", &base_stats) == 0, "%s", emsg);
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "A: %s", emsg);
+	t = begin_op(env, p, "A", 0);
 	take(env, p, &in, "in flight");
 	PCK(!snap_equal(&s0, &in, why, sizeof why), "the operation changed nothing");
 	if (is_shape(p->op)) {
@@ -712,12 +729,8 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	PCK(tp_close(env) == 0, "close");
 
 	/* C. run and commit; crash; recover; twice; clean close */
-	fresh(p);
-	env = open_env(p, "C");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 1) == 0, "C: %s", emsg);
+	env = fresh_open(p, "C", 1);
+	t = begin_op(env, p, "C", 1);
 	PCK(tp_commit(t, 0) == 0, "C: tp_commit: %s", tp_errmsg());
 	take(env, p, &s1, "after commit");
 	same(p, &in, &s1, "C: the committed state differs from the in-flight state of run A");
@@ -737,12 +750,8 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	PCK(tp_close(env) == 0, "close");
 
 	/* U. durable but not committed: redone, then rolled back by logical undo */
-	fresh(p);
-	env = open_env(p, "U");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "U: %s", emsg);
+	env = fresh_open(p, "U", 1);
+	t = begin_op(env, p, "U", 0);
 	PCK(tp_sync(env) == 0, "tp_sync");
 	tp_crash_close(env);
 	env = open_env(p, "U: recovery");
@@ -760,10 +769,8 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	PCK(tp_close(env) == 0, "close");
 
 	/* L. a lazy commit lost in the crash: all of it or none of it */
-	fresh(p);
-	env = open_env(p, "L");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "L: %s", emsg);
+	env = fresh_open(p, "L", 0);
+	t = begin_op(env, p, "L", 0);
 	PCK(tp_commit(t, TP_COMMIT_NOSYNC) == 0, "L: commit");
 	tp_crash_close(env);
 	env = open_env(p, "L: recovery");
@@ -845,11 +852,9 @@ ParameterizedTest(bparam *p, recover, btree_power_cut_at_each_sync, .init = setu
 	tp_txn *t;
 	make_base(p);
 
-	fresh(p);
-	env = open_env(p, "before");
+	env = fresh_open(p, "before", 0);
 	take(env, p, &x.s0, "before");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "%s", emsg);
+	t = begin_op(env, p, "before", 0);
 	PCK(tp_commit(t, 0) == 0, "commit");
 	take(env, p, &x.s1, "after");
 	tp_crash_close(env);
