@@ -44,16 +44,15 @@
  * three again, up to three deep) recovery itself is cut: a dry recovery on
  * a scratch copy counts its syncs, and a child recovers the real copy and
  * dies at one of them.  Children never call cr_assert: they report through
- * shared memory; a failure names the seed and the crash point.
+ * shared memory; a failure names the seed and the crash point.  The loop
+ * over seeds, crash points and recovery crashes is the shared crash harness
+ * (tests/lib/crash_harness.h); this file is the workload, its base stores
+ * and its check.
  *
  * Environment: TP_CRASH_POINTS (default 500), TP_CRASH_SEED (default 1),
  * TP_CRASH_ONLY=i (rerun seed index i alone), TP_CRASH_JOBS (workers,
  * default: online CPUs, at most 8), TP_CRASH_VERBOSE.
  */
-#include <criterion/criterion.h>
-#include <criterion/hooks.h>
-#include <criterion/options.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -69,31 +68,17 @@
 #include <unistd.h>
 
 #include "bt_model.h"
+#include "crash_harness.h"
 #include "io_sim.h"
 #include "tp.h"
 #include "workload.h"
 
-#define ARMED_PER_SEED 5
-#define CHILD_TIMEOUT 300
-#define CHILD_FAIL 3
 #define NTREES 3
 #define POOL 300   /* regular key ids per tree */
 #define LPOOL 100  /* key ids of the long transaction */
 #define KMAX 512   /* LOCK_KEY_MAX: no key is longer */
 
 static const char *const tree_name[NTREES] = {"a", "u", "x"};
-
-static uint64_t env_u64(const char *name, uint64_t def)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return def;
-	unsigned long long x = strtoull(v, &end, 0);
-	return *end ? def : (uint64_t)x;
-}
-
-static void add(uint64_t *p, uint64_t v) { __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST); }
 
 /* ---- configuration ---- */
 
@@ -246,29 +231,7 @@ static int or_append(int fd, uint32_t type, uint32_t txno, const bop *ops, uint3
 	memcpy(buf, &h, sizeof h);
 	if (nops)
 		memcpy(buf + sizeof h, ops, nops * sizeof *ops);
-	const unsigned char *p = buf;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-/* ---- failures ---- */
-
-static int failf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int failf(char *err, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, n, fmt, ap);
-	va_end(ap);
-	return -1;
+	return wl_write_all(fd, buf, len);
 }
 
 /* ---- the workload (in a child, under the simulator) ---- */
@@ -293,7 +256,7 @@ static int apply_op(tp_tree **tr, tp_txn *t, const bcfg *c, const bop *o, size_t
 			rc = 0;
 	}
 	if (rc)
-		return failf(err, n, "%s of key id %" PRIu64 " in tree %s: %d (%s): %s", o->kind == OP_PUT ? "put" : "del",
+		return wl_failf(err, n, "%s of key id %" PRIu64 " in tree %s: %d (%s): %s", o->kind == OP_PUT ? "put" : "del",
 			     o->id, tree_name[o->tree], rc, tp_strerror(rc), tp_errmsg());
 	return 0;
 }
@@ -311,16 +274,16 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 	unsigned l_begin = 2, l_end = c->ntx * 2 / 3;
 
 	if ((fd = open(oracle, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0)
-		return failf(err, n, "oracle %s: %s", oracle, strerror(errno));
+		return wl_failf(err, n, "oracle %s: %s", oracle, strerror(errno));
 	for (int i = 0; i < 2; i++)
 		if ((rc = tp_tree_open(env, tree_name[i], 0, &tr[i])) != 0)
-			return failf(err, n, "tp_tree_open %s: %d %s", tree_name[i], rc, tp_errmsg());
+			return wl_failf(err, n, "tp_tree_open %s: %d %s", tree_name[i], rc, tp_errmsg());
 	size_t maxk = tp_tree_max_key(tr[0]);
 
 	for (unsigned x = 0; x < c->ntx; x++) {
 		/* the long transaction: begins, steps, ends */
 		if (c->long_txn && x == l_begin && (rc = tp_begin(env, &L.t)) != 0)
-			return failf(err, n, "tp_begin L: %d", rc);
+			return wl_failf(err, n, "tp_begin L: %d", rc);
 		if (L.t && L.n < 64) {
 			bop o = {.kind = wl_below(&r, 4) ? OP_PUT : OP_DEL, .tree = (uint8_t)wl_below(&r, 2), .L = 1,
 				 .id = wl_below(&r, LPOOL), .vseed = wl_rand(&r)};
@@ -334,27 +297,27 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 		if (L.t && x == l_end && c->long_txn != L_INFLIGHT) {
 			if (c->long_txn == L_COMMIT) {
 				if (or_append(fd, REC_INTENT, ++txno, L.ops, L.n))
-					return failf(err, n, "oracle write");
+					return wl_failf(err, n, "oracle write");
 				if ((rc = tp_commit(L.t, 0)) != 0)
-					return failf(err, n, "tp_commit L: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+					return wl_failf(err, n, "tp_commit L: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 				if (or_append(fd, REC_ACK, txno, NULL, 0))
-					return failf(err, n, "oracle write");
+					return wl_failf(err, n, "oracle write");
 				(*commits)++;
 			} else {
 				if ((rc = tp_abort(L.t)) != 0)
-					return failf(err, n, "tp_abort L: %d %s", rc, tp_errmsg());
+					return wl_failf(err, n, "tp_abort L: %d %s", rc, tp_errmsg());
 				(*aborts)++;
 			}
 			L.t = NULL;
 		}
 		if (wl_below(&r, 10) == 0 && (rc = tp_checkpoint(env)) != 0)
-			return failf(err, n, "tp_checkpoint: %d %s", rc, tp_errmsg());
+			return wl_failf(err, n, "tp_checkpoint: %d %s", rc, tp_errmsg());
 
 		/* tree x: created or dropped in a transaction of its own */
 		if (wl_below(&r, 100) < 7) {
 			bop o = {.kind = x_exists ? OP_DROP : OP_CREATE, .tree = 2};
 			if (or_append(fd, REC_INTENT, ++txno, &o, 1))
-				return failf(err, n, "oracle write");
+				return wl_failf(err, n, "oracle write");
 			if (x_exists) {
 				tp_tree_close(tr[2]);
 				tr[2] = NULL;
@@ -363,10 +326,10 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 				rc = tp_tree_open(env, "x", TP_TREE_CREATE, &tr[2]);
 			}
 			if (rc)
-				return failf(err, n, "%s tree x: %d (%s): %s", x_exists ? "drop" : "create", rc, tp_strerror(rc),
+				return wl_failf(err, n, "%s tree x: %d (%s): %s", x_exists ? "drop" : "create", rc, tp_strerror(rc),
 					     tp_errmsg());
 			if (or_append(fd, REC_ACK, txno, NULL, 0))
-				return failf(err, n, "oracle write");
+				return wl_failf(err, n, "oracle write");
 			x_exists = !x_exists;
 			(*commits)++;
 			continue;
@@ -375,7 +338,7 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 		/* a regular transaction */
 		wtx t = {0};
 		if ((rc = tp_begin(env, &t.t)) != 0)
-			return failf(err, n, "tp_begin: %d", rc);
+			return wl_failf(err, n, "tp_begin: %d", rc);
 		uint32_t nops = 1 + (uint32_t)wl_below(&r, 8);
 		for (uint32_t i = 0; i < nops; i++) {
 			bop o = {.kind = wl_below(&r, 100) < 65 ? OP_PUT : OP_DEL,
@@ -392,16 +355,16 @@ static int run_workload(tp_env *env, const bcfg *c, const char *oracle, uint64_t
 			break; /* left in flight */
 		if (wl_below(&r, 8) == 0) {
 			if ((rc = tp_abort(t.t)) != 0)
-				return failf(err, n, "tp_abort: %d %s", rc, tp_errmsg());
+				return wl_failf(err, n, "tp_abort: %d %s", rc, tp_errmsg());
 			(*aborts)++;
 			continue;
 		}
 		if (or_append(fd, REC_INTENT, ++txno, t.ops, t.n))
-			return failf(err, n, "oracle write");
+			return wl_failf(err, n, "oracle write");
 		if ((rc = tp_commit(t.t, 0)) != 0)
-			return failf(err, n, "tp_commit: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+			return wl_failf(err, n, "tp_commit: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		if (or_append(fd, REC_ACK, txno, NULL, 0))
-			return failf(err, n, "oracle write");
+			return wl_failf(err, n, "oracle write");
 		(*commits)++;
 	}
 	for (int i = 0; i < NTREES; i++)
@@ -482,12 +445,12 @@ static int state_read(tp_env *env, bstate *s, char *err, size_t n)
 		if (rc == ENOENT)
 			continue;
 		if (rc)
-			return failf(err, n, "tp_tree_open %s: %d (%s): %s", tree_name[i], rc, tp_strerror(rc), tp_errmsg());
+			return wl_failf(err, n, "tp_tree_open %s: %d (%s): %s", tree_name[i], rc, tp_strerror(rc), tp_errmsg());
 		if ((rc = btm_load(&s->m[i], NULL, tr, why, sizeof why)) == 0)
 			rc = btm_check_backward(&s->m[i], NULL, tr, why, sizeof why);
 		tp_tree_close(tr);
 		if (rc)
-			return failf(err, n, "tree %s: %s", tree_name[i], why);
+			return wl_failf(err, n, "tree %s: %s", tree_name[i], why);
 	}
 	return 0;
 }
@@ -520,30 +483,30 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 	*has_doubt = 0;
 	*acked = 0;
 	if (state_copy(out, base))
-		return failf(err, n, "out of memory");
+		return wl_failf(err, n, "out of memory");
 	if (fd < 0)
-		return errno == ENOENT ? 0 : failf(err, n, "oracle %s: %s", oracle, strerror(errno));
+		return errno == ENOENT ? 0 : wl_failf(err, n, "oracle %s: %s", oracle, strerror(errno));
 	for (;;) {
 		ssize_t r = read(fd, &h, sizeof h);
 		if (r == 0)
 			break;
 		if (r != (ssize_t)sizeof h || h.magic != OR_MAGIC || h.nops > 128) {
 			close(fd);
-			return failf(err, n, "oracle: a malformed record");
+			return wl_failf(err, n, "oracle: a malformed record");
 		}
 		static bop ops[128];
 		if (h.nops && read(fd, ops, h.nops * sizeof *ops) != (ssize_t)(h.nops * sizeof *ops)) {
 			close(fd);
-			return failf(err, n, "oracle: a short record");
+			return wl_failf(err, n, "oracle: a short record");
 		}
 		if (ops_sum(&h, ops) != h.sum) {
 			close(fd);
-			return failf(err, n, "oracle: a record fails its checksum");
+			return wl_failf(err, n, "oracle: a record fails its checksum");
 		}
 		if (h.type == REC_INTENT) {
 			if (pending) {
 				close(fd);
-				return failf(err, n, "oracle: transaction %u was never acknowledged but work went on", ph.txno);
+				return wl_failf(err, n, "oracle: transaction %u was never acknowledged but work went on", ph.txno);
 			}
 			ph = h;
 			memcpy(pend, ops, h.nops * sizeof *ops);
@@ -551,7 +514,7 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 		} else if (h.type == REC_ACK) {
 			if (!pending || h.txno != ph.txno) {
 				close(fd);
-				return failf(err, n, "oracle: an ACK of transaction %u out of place", h.txno);
+				return wl_failf(err, n, "oracle: an ACK of transaction %u out of place", h.txno);
 			}
 			state_apply(out, c, pend, ph.nops, maxk);
 			pending = 0;
@@ -561,28 +524,82 @@ static int oracle_states(const bcfg *c, const bstate *base, const char *oracle, 
 	close(fd);
 	if (pending) {
 		if (state_copy(doubt, out))
-			return failf(err, n, "out of memory");
+			return wl_failf(err, n, "out of memory");
 		state_apply(doubt, c, pend, ph.nops, maxk);
 		*has_doubt = 1;
 	}
 	return 0;
 }
 
-/* ---- children ---- */
+/* ---- the crash harness's hooks ---- */
 
-enum { RUN_WORKLOAD, RUN_RECOVERY_DRY, RUN_RECOVERY_CRASH, RUN_VERIFY };
+/* A worker's base stores (each worker is a process of its own) and the
+ * seed it runs. */
+static bstate base[2];
+static bcfg seed_cfg;
 
-typedef struct child {
-	int kind;
-	const bcfg *c;
-	const bstate *base;
-	const char *store, *oracle;
-	uint64_t sim_seed, sync_n, nth;
-	const char *point;
-	wl_shared *sh;
-} child;
+/* Makes the base stores (real io): trees a and u with records. */
+static int make_base(int geo, const char *dir, char *err, size_t n)
+{
+	bcfg c;
+	tp_options o;
+	tp_env *env;
+	tp_tree *a, *u;
+	tp_txn *t;
+	static unsigned char k[KMAX], v[3 * 4096 + 16];
+	int rc;
+	cfg_seed(&c, 0);
+	c.geo = geo;
+	c.psize = geo_psize[geo];
+	c.seg = geo_seg[geo];
+	c.cache = 256;
+	cfg_options(&c, &o);
+	if ((rc = tp_mkfs(dir, &o)) != 0 || (rc = tp_open(dir, &o, &env)) != 0)
+		return wl_failf(err, n, "base: %d %s", rc, tp_errmsg());
+	if ((rc = tp_tree_open(env, "a", TP_TREE_CREATE, &a)) != 0 ||
+	    (rc = tp_tree_open(env, "u", TP_TREE_CREATE | TP_TREE_U64, &u)) != 0 || (rc = tp_begin(env, &t)) != 0)
+		return wl_failf(err, n, "base trees: %d %s", rc, tp_errmsg());
+	size_t maxk = tp_tree_max_key(a);
+	wl_rng r = {0xba5e + (uint64_t)geo};
+	for (int i = 0; i < 150 && !rc; i++) {
+		int tree = i % 2;
+		bop op = {.kind = OP_PUT, .tree = (uint8_t)tree, .id = wl_below(&r, POOL), .vseed = wl_rand(&r)};
+		op.vlen = vlen_of(&r, c.psize);
+		size_t kl = key_of(&c, tree, 0, op.id, maxk, k);
+		btm_fill(v, op.vlen, op.vseed);
+		rc = tp_put(t, tree ? u : a, k, kl, v, op.vlen, 0);
+	}
+	if (rc || (rc = tp_commit(t, 0)) != 0)
+		return wl_failf(err, n, "base records: %d %s", rc, tp_errmsg());
+	tp_tree_close(a);
+	tp_tree_close(u);
+	state_init(&base[geo]);
+	if (state_read(env, &base[geo], err, n) != 0)
+		return -1;
+	if ((rc = tp_close(env)) != 0)
+		return wl_failf(err, n, "base close: %d", rc);
+	return 0;
+}
 
-static int verify_main(child *x, char *err, size_t n)
+static void seed(uint64_t s, wl_rng *r, ch_seed *out)
+{
+	bcfg *c = &seed_cfg;
+	cfg_seed(c, s);
+	out->cfg = c;
+	out->base = &base[c->geo];
+	out->geo = c->geo;
+	out->end_close = c->end_close;
+	snprintf(out->dry, sizeof out->dry,
+		 "dry run (%u-byte pages, %u transactions, cache %zu, checkpoint every %" PRIu64
+		 " bytes, long transaction %d, last in flight %d), ending in %s",
+		 c->psize, c->ntx, c->cache, c->ckpt_bytes, c->long_txn, c->last_inflight,
+		 c->end_close ? "a clean close" : "a power cut");
+	snprintf(out->workload, sizeof out->workload, "workload (%u-byte pages, %u transactions, cache %zu)", c->psize,
+		 c->ntx, c->cache);
+	snprintf(out->brief, sizeof out->brief, "%u txns, cache %zu", c->ntx, c->cache);
+}
+
+static int verify_main(ch_child *x, char *err, size_t n)
 {
 	tp_options o;
 	tp_env *env;
@@ -595,25 +612,26 @@ static int verify_main(child *x, char *err, size_t n)
 	state_init(&want);
 	state_init(&doubt);
 	state_init(&got);
-	cfg_options(x->c, &o);
+	const bcfg *cfg = x->cfg;
+	cfg_options(cfg, &o);
 	if ((rc = tp_open(x->store, &o, &env)) != 0) {
-		failf(err, n, "recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+		wl_failf(err, n, "recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		goto out;
 	}
 	tp_stats st;
 	tp_stats_get(env, &st);
-	x->sh->val[0] = st.rec_redone;
-	x->sh->val[1] = st.rec_losers;
+	x->sh->val[CH_V_REDONE] = st.rec_redone;
+	x->sh->val[CH_V_LOSERS] = st.rec_losers;
 	if ((rc = tp_verify(env, 0, NULL)) != 0) {
-		failf(err, n, "after recovery: tp_verify: %d: %s", rc, tp_errmsg());
+		wl_failf(err, n, "after recovery: tp_verify: %d: %s", rc, tp_errmsg());
 		goto close;
 	}
 	if ((rc = tp_tree_open(env, "a", 0, &a)) != 0) {
-		failf(err, n, "tp_tree_open a: %d %s", rc, tp_errmsg());
+		wl_failf(err, n, "tp_tree_open a: %d %s", rc, tp_errmsg());
 		goto close;
 	}
 	size_t maxk = tp_tree_max_key(a);
-	if (oracle_states(x->c, x->base, x->oracle, maxk, &want, &doubt, &has_doubt, &acked, err, n) != 0 ||
+	if (oracle_states(cfg, x->base, x->oracle, maxk, &want, &doubt, &has_doubt, &acked, err, n) != 0 ||
 	    state_read(env, &got, err, n) != 0) {
 		tp_tree_close(a);
 		goto close;
@@ -622,18 +640,18 @@ static int verify_main(child *x, char *err, size_t n)
 	int is_doubt = has_doubt && state_equal(&doubt, &got, why2, sizeof why2);
 	if (!is_want && !is_doubt) {
 		if (has_doubt)
-			failf(err, n, "after recovery (%u acknowledged commits, one in doubt): neither without it (%s) nor with it (%s)",
+			wl_failf(err, n, "after recovery (%u acknowledged commits, one in doubt): neither without it (%s) nor with it (%s)",
 			      acked, why, why2);
 		else
-			failf(err, n, "after recovery (%u acknowledged commits): %s", acked, why);
+			wl_failf(err, n, "after recovery (%u acknowledged commits): %s", acked, why);
 		tp_tree_close(a);
 		goto close;
 	}
-	x->sh->val[2] = has_doubt;
-	x->sh->val[3] = is_doubt && !is_want;
+	x->sh->val[CH_V_DOUBT] = (uint64_t)has_doubt;
+	x->sh->val[CH_V_DOUBT_KEPT] = is_doubt && !is_want;
 	bstate *cur = is_want ? &want : &doubt;
 	if (tp_debug_pinned(env) != 0) {
-		failf(err, n, "after recovery: %zu pages pinned", tp_debug_pinned(env));
+		wl_failf(err, n, "after recovery: %zu pages pinned", tp_debug_pinned(env));
 		tp_tree_close(a);
 		goto close;
 	}
@@ -643,7 +661,7 @@ static int verify_main(child *x, char *err, size_t n)
 	if ((rc = tp_begin(env, &t)) != 0)
 		goto txfail;
 	for (int i = 0; i < 4; i++) {
-		size_t kl = key_of(x->c, 0, 0, wl_below(&r, POOL), maxk, k), vl = wl_below(&r, 2) ? 10 : 3000;
+		size_t kl = key_of(cfg, 0, 0, wl_below(&r, POOL), maxk, k), vl = wl_below(&r, 2) ? 10 : 3000;
 		btm_fill(v, vl, i);
 		if (i == 3) {
 			if ((rc = tp_del(t, a, k, kl)) != 0 && rc != TP_ENOTFOUND)
@@ -660,27 +678,27 @@ static int verify_main(child *x, char *err, size_t n)
 	tp_tree_close(a);
 	tp_crash_close(env);
 	if ((rc = tp_open(x->store, &o, &env)) != 0) {
-		failf(err, n, "second recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+		wl_failf(err, n, "second recovery: tp_open: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 		goto out;
 	}
 	if ((rc = tp_verify(env, 0, NULL)) != 0) {
-		failf(err, n, "after the second recovery: tp_verify: %d: %s", rc, tp_errmsg());
+		wl_failf(err, n, "after the second recovery: tp_verify: %d: %s", rc, tp_errmsg());
 		goto close;
 	}
 	if (state_read(env, &got, err, n) != 0)
 		goto close;
 	if (!state_equal(cur, &got, why, sizeof why)) {
-		failf(err, n, "after one more transaction and a second recovery: %s", why);
+		wl_failf(err, n, "after one more transaction and a second recovery: %s", why);
 		goto close;
 	}
 	if ((rc = tp_close(env)) != 0) {
-		failf(err, n, "tp_close: %d %s", rc, tp_errmsg());
+		wl_failf(err, n, "tp_close: %d %s", rc, tp_errmsg());
 		goto out;
 	}
 	ret = 0;
 	goto out;
 txfail:
-	failf(err, n, "the transaction after recovery: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
+	wl_failf(err, n, "the transaction after recovery: %d (%s): %s", rc, tp_strerror(rc), tp_errmsg());
 	tp_tree_close(a);
 close:
 	tp_crash_close(env);
@@ -691,428 +709,53 @@ out:
 	return ret;
 }
 
-static int child_main(void *arg)
+/* In a child, under the simulator: the workload, a recovery, or the
+ * verifier. */
+static int child(ch_child *x)
 {
-	child *x = arg;
+	const bcfg *cfg = x->cfg;
 	tp_options o;
 	tp_env *env;
 	char err[sizeof x->sh->msg];
 	int rc;
 	err[0] = 0;
-	iosim_install(x->sim_seed);
-	if (x->kind == RUN_VERIFY) {
-		if (verify_main(x, err, sizeof err) != 0) {
-			snprintf(x->sh->msg, sizeof x->sh->msg, "%s", err);
-			return CHILD_FAIL;
-		}
+	if (x->kind == CH_VERIFY) {
+		if (verify_main(x, err, sizeof err) != 0)
+			return ch_child_fail(x, "%s", err);
 		x->sh->finished = 1;
 		return 0;
 	}
-	if (x->sync_n)
-		iosim_crash_at_sync(x->sync_n);
-	if (x->point)
-		iosim_crash_at_point(x->point, x->nth);
-	cfg_options(x->c, &o);
-	if ((rc = tp_open(x->store, &o, &env)) != 0) {
-		snprintf(x->sh->msg, sizeof x->sh->msg, "%s: tp_open: %d (%s): %s",
-			 x->kind == RUN_WORKLOAD ? "before the workload" : "recovery", rc, tp_strerror(rc), tp_errmsg());
-		return CHILD_FAIL;
-	}
-	if (x->kind == RUN_WORKLOAD) {
-		uint64_t commits = 0, aborts = 0;
-		if (run_workload(env, x->c, x->oracle, &commits, &aborts, err, sizeof err) != 0) {
-			snprintf(x->sh->msg, sizeof x->sh->msg, "workload: %s", err);
-			return CHILD_FAIL;
-		}
-		tp_stats ts;
-		tp_stats_get(env, &ts);
-		x->sh->val[0] = commits;
-		x->sh->val[1] = aborts;
-		x->sh->val[2] = ts.checkpoints;
-		x->sh->val[3] = ts.page_writes;
-		x->sh->val[4] = ts.log_bytes;
-	}
-	wl_shared_counters(x->sh);
-	x->sh->finished = 1;
-	if (x->kind == RUN_RECOVERY_DRY) {
-		tp_crash_close(env);
-		return 0;
-	}
-	if (x->kind == RUN_WORKLOAD && x->c->end_close) {
-		if ((rc = tp_close(env)) != 0) {
-			snprintf(x->sh->msg, sizeof x->sh->msg, "tp_close at the end: %d (%s): %s", rc, tp_strerror(rc),
-				 tp_errmsg());
-			return CHILD_FAIL;
-		}
-		iosim_uninstall();
-		return 0;
-	}
-	iosim_crash_now();
+	cfg_options(cfg, &o);
+	if ((rc = ch_child_open(x, &o, &env)) != 0)
+		return rc;
+	uint64_t commits = 0, aborts = 0;
+	if (x->kind == CH_WORKLOAD && run_workload(env, cfg, x->oracle, &commits, &aborts, err, sizeof err) != 0)
+		return ch_child_fail(x, "workload: %s", err);
+	return ch_child_end(x, env, commits, aborts, 0);
 }
 
-/* ---- workers ---- */
-
-typedef struct totals {
-	uint64_t next, points, rec_points, named, ends, clean_ends, seeds, verified;
-	uint64_t commits, aborts, ckpts, page_writes, log_bytes, redone, losers, doubt, doubt_kept;
-	uint64_t failures;
-	char msg[8192];
-} totals;
-
-typedef struct worker {
-	totals *g;
-	uint64_t base_seed, target, only;
-	int has_only;
-	char dir[PATH_MAX], basedir[2][PATH_MAX], work[PATH_MAX], scratch[PATH_MAX], oracle[PATH_MAX];
-	bstate base[2];
-	wl_shared *sh;
-	uint64_t idx, seed;
-	char where[512];
-} worker;
-
-static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(worker *w, const char *fmt, ...)
+static void report(const ch_totals *g, double secs)
 {
-	char m[6144];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(m, sizeof m, fmt, ap);
-	va_end(ap);
-	if (__atomic_add_fetch(&w->g->failures, 1, __ATOMIC_SEQ_CST) == 1)
-		snprintf(w->g->msg, sizeof w->g->msg,
-			 "btree crash point failed: %.4000s\n  at: seed index %" PRIu64 " (seed %" PRIu64 "), %.500s\n"
-			 "  rerun: TP_CRASH_SEED=%" PRIu64 " TP_CRASH_ONLY=%" PRIu64 "\n  store kept in %.200s",
-			 m, w->idx, w->seed, w->where, w->base_seed, w->idx, w->work);
-}
-
-/* Makes the base stores (real io): trees a and u with records. */
-static int make_base(worker *w, int geo, char *err, size_t n)
-{
-	bcfg c;
-	tp_options o;
-	tp_env *env;
-	tp_tree *a, *u;
-	tp_txn *t;
-	static unsigned char k[KMAX], v[3 * 4096 + 16];
-	int rc;
-	cfg_seed(&c, 0);
-	c.geo = geo;
-	c.psize = geo_psize[geo];
-	c.seg = geo_seg[geo];
-	c.cache = 256;
-	cfg_options(&c, &o);
-	if ((rc = tp_mkfs(w->basedir[geo], &o)) != 0 || (rc = tp_open(w->basedir[geo], &o, &env)) != 0)
-		return failf(err, n, "base: %d %s", rc, tp_errmsg());
-	if ((rc = tp_tree_open(env, "a", TP_TREE_CREATE, &a)) != 0 ||
-	    (rc = tp_tree_open(env, "u", TP_TREE_CREATE | TP_TREE_U64, &u)) != 0 || (rc = tp_begin(env, &t)) != 0)
-		return failf(err, n, "base trees: %d %s", rc, tp_errmsg());
-	size_t maxk = tp_tree_max_key(a);
-	wl_rng r = {0xba5e + (uint64_t)geo};
-	for (int i = 0; i < 150 && !rc; i++) {
-		int tree = i % 2;
-		bop op = {.kind = OP_PUT, .tree = (uint8_t)tree, .id = wl_below(&r, POOL), .vseed = wl_rand(&r)};
-		op.vlen = vlen_of(&r, c.psize);
-		size_t kl = key_of(&c, tree, 0, op.id, maxk, k);
-		btm_fill(v, op.vlen, op.vseed);
-		rc = tp_put(t, tree ? u : a, k, kl, v, op.vlen, 0);
-	}
-	if (rc || (rc = tp_commit(t, 0)) != 0)
-		return failf(err, n, "base records: %d %s", rc, tp_errmsg());
-	tp_tree_close(a);
-	tp_tree_close(u);
-	state_init(&w->base[geo]);
-	if (state_read(env, &w->base[geo], err, n) != 0)
-		return -1;
-	if ((rc = tp_close(env)) != 0)
-		return failf(err, n, "base close: %d", rc);
-	return 0;
-}
-
-static int run_child(worker *w, child *c, int expect_crash)
-{
-	char sb[128];
-	wl_shared_reset(w->sh);
-	c->sh = w->sh;
-	int status = wl_fork(child_main, c, CHILD_TIMEOUT);
-	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == IOSIM_CRASH_EXIT && !w->sh->msg[0]) {
-		if (w->sh->finished && expect_crash) {
-			fail(w, "the armed crash did not happen (%s not deterministic?)",
-			     c->kind == RUN_WORKLOAD ? "workload" : "recovery");
-			return -1;
-		}
-		return 1;
-	}
-	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && w->sh->finished) {
-		if (expect_crash) {
-			fail(w, "the armed crash did not happen");
-			return -1;
-		}
-		return 0;
-	}
-	fail(w, "%s child: %s; %s",
-	     c->kind == RUN_WORKLOAD ? "workload" : c->kind == RUN_VERIFY ? "verifier" : "recovery",
-	     wl_status_str(status, sb, sizeof sb), w->sh->msg[0] ? w->sh->msg : "(no message)");
-	return -1;
-}
-
-static void pick_crash(wl_rng *r, const wl_shared *dry, uint64_t syncs, int pct_named, child *c, char *desc,
-		       size_t n)
-{
-	int names[WL_NPOINTS], nn = 0;
-	for (int i = 0; i < WL_NPOINTS; i++)
-		if (dry->hits[i])
-			names[nn++] = i;
-	c->sync_n = 0;
-	c->point = NULL;
-	c->nth = 0;
-	if (nn && ((int)wl_below(r, 100) < pct_named || !syncs)) {
-		int k = names[wl_below(r, (uint64_t)nn)];
-		c->point = wl_points[k];
-		c->nth = 1 + wl_below(r, dry->hits[k]);
-		snprintf(desc, n, "at pass %" PRIu64 " of %" PRIu64 " through \"%s\"", c->nth, (uint64_t)dry->hits[k],
-			 c->point);
-	} else {
-		c->sync_n = 1 + wl_below(r, syncs);
-		snprintf(desc, n, "at sync %" PRIu64 " of %" PRIu64, c->sync_n, syncs);
-	}
-}
-
-static int after_crash(worker *w, const bcfg *cfg, wl_rng *r)
-{
-	size_t wl = strlen(w->where);
-	const bstate *base = &w->base[cfg->geo];
-	for (int depth = 0; depth < 3 && wl_below(r, depth ? 3 : 4) == 0; depth++) {
-		child c = {.kind = RUN_RECOVERY_DRY, .c = cfg, .base = base, .store = w->scratch, .oracle = w->oracle,
-			   .sim_seed = wl_rand(r)};
-		char desc[160];
-		if (wl_copy_store(w->work, w->scratch) != 0) {
-			fail(w, "cannot copy %s to %s", w->work, w->scratch);
-			return -1;
-		}
-		snprintf(w->where + wl, sizeof w->where - wl, "; dry recovery %d", depth + 1);
-		if (run_child(w, &c, 0) < 0)
-			return -1;
-		uint64_t syncs = w->sh->syncs;
-		wl_shared dry = *w->sh;
-		if (!syncs)
-			break;
-		c.kind = RUN_RECOVERY_CRASH;
-		c.store = w->work;
-		c.sim_seed = wl_rand(r);
-		pick_crash(r, &dry, syncs, 25, &c, desc, sizeof desc);
-		snprintf(w->where + wl, sizeof w->where - wl, "; recovery crash %d %s", depth + 1, desc);
-		wl = strlen(w->where);
-		if (run_child(w, &c, 1) < 0)
-			return -1;
-		add(&w->g->points, 1);
-		add(&w->g->rec_points, 1);
-		if (c.point)
-			add(&w->g->named, 1);
-	}
-	child v = {.kind = RUN_VERIFY, .c = cfg, .base = base, .store = w->work, .oracle = w->oracle,
-		   .sim_seed = wl_rand(r)};
-	snprintf(w->where + wl, sizeof w->where - wl, "; verify");
-	if (run_child(w, &v, 0) < 0)
-		return -1;
-	w->where[wl] = 0;
-	add(&w->g->verified, 1);
-	add(&w->g->redone, w->sh->val[0]);
-	add(&w->g->losers, w->sh->val[1]);
-	add(&w->g->doubt, w->sh->val[2]);
-	add(&w->g->doubt_kept, w->sh->val[3]);
-	return 0;
-}
-
-static int run_seed(worker *w, uint64_t idx)
-{
-	bcfg cfg;
-	wl_shared dry;
-	w->idx = idx;
-	w->seed = wl_mix(w->base_seed, idx);
-	cfg_seed(&cfg, w->seed);
-	wl_rng r = {wl_mix(w->seed, 0xc4a5)};
-	child c = {.kind = RUN_WORKLOAD, .c = &cfg, .base = &w->base[cfg.geo], .store = w->work, .oracle = w->oracle};
-
-	add(&w->g->seeds, 1);
-	for (int j = 0; j <= ARMED_PER_SEED; j++) {
-		char desc[160];
-		if (wl_copy_store(w->basedir[cfg.geo], w->work) != 0) {
-			fail(w, "cannot copy %s to %s", w->basedir[cfg.geo], w->work);
-			return -1;
-		}
-
-		/* the oracle of an earlier point must not stand for this one: a
-		 * crash inside tp_open (the durable mark's sync, log.c L16) comes
-		 * before the workload starts writing it */
-		if (truncate(w->oracle, 0) != 0 && errno != ENOENT) {
-			fail(w, "cannot empty the oracle %s: %s", w->oracle, strerror(errno));
-			return -1;
-		}		c.sim_seed = wl_rand(&r);
-		if (j == 0) {
-			c.sync_n = 0;
-			c.point = NULL;
-			snprintf(w->where, sizeof w->where,
-				 "dry run (%u-byte pages, %u transactions, cache %zu, checkpoint every %" PRIu64
-				 " bytes, long transaction %d, last in flight %d), ending in %s",
-				 cfg.psize, cfg.ntx, cfg.cache, cfg.ckpt_bytes, cfg.long_txn, cfg.last_inflight,
-				 cfg.end_close ? "a clean close" : "a power cut");
-		} else {
-			pick_crash(&r, &dry, dry.syncs, 30, &c, desc, sizeof desc);
-			snprintf(w->where, sizeof w->where, "point %d: workload (%u-byte pages, %u transactions, cache %zu) crashed %s",
-				 j, cfg.psize, cfg.ntx, cfg.cache, desc);
-		}
-		int rc = run_child(w, &c, j > 0);
-		if (rc < 0)
-			return -1;
-		if (j == 0) {
-			dry = *w->sh;
-			add(&w->g->commits, w->sh->val[0]);
-			add(&w->g->aborts, w->sh->val[1]);
-			add(&w->g->ckpts, w->sh->val[2]);
-			add(&w->g->page_writes, w->sh->val[3]);
-			add(&w->g->log_bytes, w->sh->val[4]);
-			if (getenv("TP_CRASH_VERBOSE"))
-				fprintf(stderr, "seed index %" PRIu64 ": %u txns, cache %zu, syncs %" PRIu64 ", commits %" PRIu64
-					", page writes %" PRIu64 ", checkpoints %" PRIu64 "\n",
-					idx, cfg.ntx, cfg.cache, (uint64_t)dry.syncs, (uint64_t)dry.val[0],
-					(uint64_t)dry.val[3], (uint64_t)dry.val[2]);
-			if (rc == 1) {
-				add(&w->g->points, 1);
-				add(&w->g->ends, 1);
-			} else {
-				add(&w->g->clean_ends, 1);
-			}
-			if (!dry.syncs) {
-				fail(w, "the dry run made no sync at all");
-				return -1;
-			}
-		} else {
-			add(&w->g->points, 1);
-			if (c.point)
-				add(&w->g->named, 1);
-		}
-		if (after_crash(w, &cfg, &r) != 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int worker_main(void *arg)
-{
-	worker *w = arg;
-	char err[4096];
-	if (!(w->sh = wl_shared_new()))
-		return CHILD_FAIL;
-	snprintf(w->work, sizeof w->work, "%s/work", w->dir);
-	snprintf(w->scratch, sizeof w->scratch, "%s/scratch", w->dir);
-	snprintf(w->oracle, sizeof w->oracle, "%s/oracle", w->dir);
-	if (mkdir(w->dir, 0755) != 0) {
-		fail(w, "cannot set up %s: %s", w->dir, strerror(errno));
-		return CHILD_FAIL;
-	}
-	for (int geo = 0; geo < 2; geo++) {
-		snprintf(w->basedir[geo], sizeof w->basedir[geo], "%s/base%d", w->dir, geo);
-		if (make_base(w, geo, err, sizeof err) != 0) {
-			fail(w, "base store %s: %s", w->basedir[geo], err);
-			return CHILD_FAIL;
-		}
-	}
-	if (w->has_only)
-		return run_seed(w, w->only) ? CHILD_FAIL : 0;
-	while (__atomic_load_n(&w->g->points, __ATOMIC_SEQ_CST) < w->target &&
-	       !__atomic_load_n(&w->g->failures, __ATOMIC_SEQ_CST)) {
-		uint64_t idx = __atomic_fetch_add(&w->g->next, 1, __ATOMIC_SEQ_CST);
-		if (run_seed(w, idx) != 0)
-			return CHILD_FAIL;
-	}
-	return 0;
-}
-
-/* ---- the test ---- */
-
-static uint64_t points_wanted(void) { return env_u64("TP_CRASH_POINTS", 500); }
-
-ReportHook(PRE_ALL)(struct criterion_test_set *set)
-{
-	(void)set;
-	criterion_options.timeout = 120.0 + 1.0 * (double)points_wanted();
-}
-
-Test(crash, btree_random_points)
-{
-	uint64_t target = points_wanted();
-	uint64_t base_seed = env_u64("TP_CRASH_SEED", 1);
-	const char *only = getenv("TP_CRASH_ONLY");
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned jobs = (unsigned)env_u64("TP_CRASH_JOBS", ncpu > 0 ? (uint64_t)(ncpu < 8 ? ncpu : 8) : 2);
-	char top[256];
-	struct timespec t0, t1;
-
-	totals *g = mmap(NULL, sizeof *g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	cr_assert_neq(g, MAP_FAILED);
-	memset(g, 0, sizeof *g);
-	cr_assert_eq(wl_tmpdir("crashbt", top, sizeof top), 0, "cannot make a temporary directory: %s", strerror(errno));
-	if (only && *only)
-		jobs = 1;
-	if (jobs < 1)
-		jobs = 1;
-	if (jobs > 64)
-		jobs = 64;
-	printf("btree crash: %" PRIu64 " crash points wanted, %u worker(s), TP_CRASH_SEED=%" PRIu64 "%s%s\n", target, jobs,
-	       base_seed, only && *only ? " TP_CRASH_ONLY=" : "", only && *only ? only : "");
-	fflush(stdout);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-
-	pid_t pids[64];
-	static worker ws[64];
-	for (unsigned k = 0; k < jobs; k++) {
-		worker *w = &ws[k];
-		memset(w, 0, sizeof *w);
-		w->g = g;
-		w->base_seed = base_seed;
-		w->target = target;
-		w->has_only = only && *only;
-		w->only = env_u64("TP_CRASH_ONLY", 0);
-		snprintf(w->dir, sizeof w->dir, "%s/w%u", top, k);
-		fflush(NULL);
-		pids[k] = fork();
-		cr_assert_geq(pids[k], 0, "fork: %s", strerror(errno));
-		if (pids[k] == 0)
-			_exit(worker_main(w));
-	}
-	int bad = 0;
-	char sb[128];
-	for (unsigned k = 0; k < jobs; k++) {
-		int status;
-		while (waitpid(pids[k], &status, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			bad++;
-			if (!g->failures)
-				snprintf(g->msg, sizeof g->msg, "worker %u: %s", k, wl_status_str(status, sb, sizeof sb));
-		}
-	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	uint64_t failures = g->failures + (uint64_t)(bad && !g->failures);
-	printf("btree crash: %" PRIu64 " crash points survived (%" PRIu64 " during recovery, %" PRIu64
-	       " at named points, %" PRIu64 " at the end of a run), %" PRIu64 " failures\n",
-	       g->points, g->rec_points, g->named, g->ends, failures);
 	printf("btree crash: %" PRIu64 " seeds, %" PRIu64 " recoveries verified, %" PRIu64 " runs ended cleanly; dry runs "
 	       "committed %" PRIu64 " and aborted %" PRIu64 " transactions, logged %" PRIu64 " bytes, took %" PRIu64
 	       " checkpoints, wrote back %" PRIu64 " pages; recoveries redid %" PRIu64 " records, rolled back %" PRIu64
 	       " losers; %" PRIu64 " commits in doubt, %" PRIu64 " of them kept; %.1f s\n",
 	       g->seeds, g->verified, g->clean_ends, g->commits, g->aborts, g->log_bytes, g->ckpts, g->page_writes,
 	       g->redone, g->losers, g->doubt, g->doubt_kept, secs);
-	fflush(stdout);
-	if (failures) {
-		cr_log_error("%s", g->msg);
-		cr_assert_fail("%s", g->msg);
-	}
-	wl_rmtree(top);
-	if (!(only && *only))
-		cr_assert_geq(g->points, target, "only %" PRIu64 " of %" PRIu64 " crash points ran", g->points, target);
-	if (!(only && *only) && target >= 100)
-		cr_assert_gt(g->rec_points, 0, "no crash during recovery was run");
-	munmap(g, sizeof *g);
 }
+
+static const ch_suite suite = {
+	.name = "btree crash",
+	.tmp_name = "crashbt",
+	.default_points = 500,
+	.armed_per_seed = 5,
+	.salt = 0xc4a5,
+	.max_failures = 1, /* stop at the first */
+	.make_base = make_base,
+	.seed = seed,
+	.child = child,
+	.report = report,
+};
+
+/* The time limit grows with the number of crash points (--long). */
+CH_TEST(crash, btree_random_points, suite, 1.0)

@@ -63,6 +63,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crash_harness.h"
 #include "io_sim.h"
 #include "workload.h"
 
@@ -125,17 +126,15 @@ static int child_main(void *arg)
 	err[0] = 0;
 	iosim_install(x->sim_seed);
 	if (x->verify) {
-		wl_check_opts co = {.seed = x->sim_seed, .extra_txn = 1};
 		wl_check_result res;
-		size_t h0 = wl_heap_bytes();
-		if (wl_check(x->store, &x->sc->cfg, &x->sc->base, x->oracle, &co, &res, err, sizeof err) != 0) {
+		size_t leaked;
+		if (ch_wl_check(x->store, &x->sc->cfg, &x->sc->base, x->oracle, x->sim_seed, &res, &leaked, err,
+				sizeof err) != 0) {
 			snprintf(x->sh->msg, sizeof x->sh->msg, "%s", err);
 			return CHILD_FAIL;
 		}
-		iosim_uninstall();
-		if (wl_heap_bytes() > h0)
-			snprintf(x->sh->leak, sizeof x->sh->leak, "recovery, reopen and close leaked %zu bytes",
-				 wl_heap_bytes() - h0);
+		if (leaked)
+			snprintf(x->sh->leak, sizeof x->sh->leak, "recovery, reopen and close leaked %zu bytes", leaked);
 		x->sh->val[0] = res.acked;
 		x->sh->val[1] = res.in_doubt;
 		x->sh->val[2] = (uint64_t)res.doubt_applied;
@@ -214,16 +213,10 @@ typedef struct worker {
 static void fail(worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(worker *w, const char *fmt, ...)
 {
-	char m[6144];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(m, sizeof m, fmt, ap);
+	ch_vnote_failure(&w->g->failures, w->g->msg, sizeof w->g->msg, "fault", w->where, w->work, w->keep, fmt, ap);
 	va_end(ap);
-	if (__atomic_add_fetch(&w->g->failures, 1, __ATOMIC_SEQ_CST) == 1) {
-		int kept = wl_copy_store(w->work, w->keep) == 0;
-		snprintf(w->g->msg, sizeof w->g->msg, "fault point failed: %.4000s\n  at: %.500s\n  store %s %.200s", m,
-			 w->where, kept ? "kept in" : "could not be copied to", w->keep);
-	}
 }
 
 /* A leak found by the child (sh->leak) is counted and reported apart: the

@@ -102,8 +102,7 @@ static void fill(wl_rng *r, unsigned char *p, size_t n)
 
 /* ---- messages ---- */
 
-static int failf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int failf(char *err, size_t n, const char *fmt, ...)
+int wl_failf(char *err, size_t n, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -198,7 +197,7 @@ void wl_options(const wl_config *c, tp_options *o)
 
 /* ---- oracle file ---- */
 
-static int write_all(int fd, const void *buf, size_t n)
+int wl_write_all(int fd, const void *buf, size_t n)
 {
 	const unsigned char *p = buf;
 	while (n) {
@@ -274,7 +273,7 @@ static int oracle_put(int fd, uint32_t kind, uint32_t seq, const unsigned char *
 		memcpy(b + 16, payload, len);
 	uint32_t crc = util_crc32c(0, b, 16 + (size_t)len);
 	memcpy(b + 16 + len, &crc, 4);
-	rc = write_all(fd, b, n);
+	rc = wl_write_all(fd, b, n);
 	free(b);
 	return rc;
 }
@@ -324,11 +323,11 @@ static int oracle_read(const char *path, otx **out, size_t *nout, char *err, siz
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0; /* the child crashed before writing anything */
-		return failf(err, errlen, "oracle %s: %s", path, strerror(errno));
+		return wl_failf(err, errlen, "oracle %s: %s", path, strerror(errno));
 	}
 	if (fstat(fd, &st) < 0 || !(buf = malloc((size_t)st.st_size + 1))) {
 		close(fd);
-		return failf(err, errlen, "oracle %s: cannot read", path);
+		return wl_failf(err, errlen, "oracle %s: cannot read", path);
 	}
 	size_t size = (size_t)st.st_size, got = 0;
 	while (got < size) {
@@ -393,7 +392,7 @@ static int oracle_read(const char *path, otx **out, size_t *nout, char *err, siz
 				for (size_t k = 0; k < n; k++)
 					otx_clear(&v[k]);
 				free(v);
-				return failf(err, errlen, "oracle %s: outcome of unknown transaction %u", path, h[2]);
+				return wl_failf(err, errlen, "oracle %s: outcome of unknown transaction %u", path, h[2]);
 			}
 			v[i - 1].status = (int)h[1];
 			if (h[1] == OR_FAIL)
@@ -410,7 +409,7 @@ nomem:
 	for (size_t k = 0; k < n; k++)
 		otx_clear(&v[k]);
 	free(v);
-	return failf(err, errlen, "oracle %s: out of memory", path);
+	return wl_failf(err, errlen, "oracle %s: out of memory", path);
 }
 
 static void apply_otx(wl_model *m, const otx *t)
@@ -475,7 +474,7 @@ int wl_oracle_apply(const wl_model *base, const char *oracle, wl_model *out, cha
 		return -1;
 	unsigned char *kind = malloc(n + 1);
 	if (!kind)
-		rc = failf(err, errlen, "out of memory");
+		rc = wl_failf(err, errlen, "out of memory");
 	else
 		plan(v, n, kind);
 	wl_model_copy(out, base);
@@ -483,7 +482,7 @@ int wl_oracle_apply(const wl_model *base, const char *oracle, wl_model *out, cha
 		if (kind[i] == 1)
 			apply_otx(out, &v[i]);
 		else if (kind[i] == 2)
-			rc = failf(err, errlen, "oracle %s: transaction %u is in doubt", oracle, v[i].seq);
+			rc = wl_failf(err, errlen, "oracle %s: transaction %u is in doubt", oracle, v[i].seq);
 	}
 	free(kind);
 	for (size_t i = 0; i < n; i++)
@@ -506,13 +505,13 @@ int wl_make_base(const char *store, const wl_config *c, wl_model *m, char *err, 
 	wl_options(c, &o);
 	o.cache_pages = 64;
 	if ((rc = tp_mkfs(store, &o)) != 0)
-		return failf(err, errlen, "tp_mkfs %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
+		return wl_failf(err, errlen, "tp_mkfs %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
 	if ((rc = tp_open(store, &o, &env)) != 0)
-		return failf(err, errlen, "tp_open %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
+		return wl_failf(err, errlen, "tp_open %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
 	uint32_t body = tp_page_body(env);
 	if (m->body != body) {
 		tp_close(env);
-		return failf(err, errlen, "model body %u != store body %u", m->body, body);
+		return wl_failf(err, errlen, "model body %u != store body %u", m->body, body);
 	}
 	memset(m->alloc, 0, sizeof m->alloc);
 	memset(m->data, 0, (size_t)WL_MAXPG * body);
@@ -535,7 +534,7 @@ int wl_make_base(const char *store, const wl_config *c, wl_model *m, char *err, 
 				goto fail;
 			if (pg != 2 + done || pg >= WL_MAXPG) {
 				tp_close(env);
-				return failf(err, errlen, "setup: allocation %u returned page %" PRIu64 ", expected %u",
+				return wl_failf(err, errlen, "setup: allocation %u returned page %" PRIu64 ", expected %u",
 					     done, pg, 2 + done);
 			}
 			m->alloc[pg] = 1;
@@ -547,10 +546,10 @@ int wl_make_base(const char *store, const wl_config *c, wl_model *m, char *err, 
 			goto fail;
 	}
 	if ((rc = tp_close(env)) != 0)
-		return failf(err, errlen, "setup: tp_close: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
+		return wl_failf(err, errlen, "setup: tp_close: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
 	return 0;
 fail:
-	failf(err, errlen, "setup of %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
+	wl_failf(err, errlen, "setup of %s: %s: %s", store, rcname(rc, b1, sizeof b1), tp_errmsg());
 	tp_crash_close(env);
 	return -1;
 }
@@ -589,15 +588,15 @@ static int called(run *x, const char *what, int rc)
 	char b1[64];
 	size_t pinned = tp_debug_pinned(x->env);
 	if (pinned)
-		return failf(x->err, x->errlen, "seed %" PRIu64 ": %s returned %s and left %zu page(s) pinned",
+		return wl_failf(x->err, x->errlen, "seed %" PRIu64 ": %s returned %s and left %zu page(s) pinned",
 			     x->c->seed, what, rcname(rc, b1, sizeof b1), pinned);
 	if (rc == 0)
 		return 0;
 	if (x->strict)
-		return failf(x->err, x->errlen, "seed %" PRIu64 ": %s failed: %s: %s", x->c->seed, what,
+		return wl_failf(x->err, x->errlen, "seed %" PRIu64 ": %s failed: %s: %s", x->c->seed, what,
 			     rcname(rc, b1, sizeof b1), tp_errmsg());
 	if (rc != EIO && rc != ENOSPC && rc != TP_EPANIC)
-		return failf(x->err, x->errlen,
+		return wl_failf(x->err, x->errlen,
 			     "seed %" PRIu64 ": %s failed with an unexpected code under an I/O fault: %s: %s "
 			     "(the first error was: %s)",
 			     x->c->seed, what, rcname(rc, b1, sizeof b1), tp_errmsg(), x->first[0] ? x->first : "this one");
@@ -624,12 +623,12 @@ static int live_page(run *x, const wl_model *m, uint64_t p, const char *when)
 		return 0;
 	}
 	if (a != m->alloc[p])
-		return failf(x->err, x->errlen, "seed %" PRIu64 ": %s: page %" PRIu64 " reads as %s, the model says %s",
+		return wl_failf(x->err, x->errlen, "seed %" PRIu64 ": %s: page %" PRIu64 " reads as %s, the model says %s",
 			     x->c->seed, when, p, a ? "allocated" : "free", m->alloc[p] ? "allocated" : "free");
 	if (!a)
 		return 0;
 	if (!(buf = malloc(m->body)))
-		return failf(x->err, x->errlen, "out of memory");
+		return wl_failf(x->err, x->errlen, "out of memory");
 	rc = tp_page_read(x->env, p, 0, buf, m->body);
 	if (called(x, "tp_page_read", rc) != 0) {
 		free(buf);
@@ -645,7 +644,7 @@ static int live_page(run *x, const wl_model *m, uint64_t p, const char *when)
 		if (buf[i] != e[i]) {
 			unsigned char gotc = buf[i];
 			free(buf);
-			return failf(x->err, x->errlen,
+			return wl_failf(x->err, x->errlen,
 				     "seed %" PRIu64 ": %s: page %" PRIu64 " byte %u reads 0x%02x, the model says 0x%02x",
 				     x->c->seed, when, p, i, gotc, e[i]);
 		}
@@ -695,7 +694,7 @@ static int tx_begin(run *x, wtx *w, int who)
 	if (x->st->panicked) {
 		tp_abort(w->t);
 		w->t = NULL;
-		return failf(x->err, x->errlen, "seed %" PRIu64 ": tp_begin succeeded after TP_EPANIC (panic not sticky)",
+		return wl_failf(x->err, x->errlen, "seed %" PRIu64 ": tp_begin succeeded after TP_EPANIC (panic not sticky)",
 			     x->c->seed);
 	}
 	w->who = who;
@@ -738,7 +737,7 @@ static int tx_failed(run *x, wtx *w)
 static int tx_commit(run *x, wtx *w)
 {
 	if (oracle_intent(x->ofd, &w->o) != 0) /* K3 */
-		return failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
+		return wl_failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
 	int lazy = (int)wl_below(&x->rng, 100) < x->c->nosync_pct;
 	int rc = tp_commit(w->t, lazy ? TP_COMMIT_NOSYNC : 0);
 	int was_panicked = x->st->panicked;
@@ -746,20 +745,20 @@ static int tx_commit(run *x, wtx *w)
 	if (called(x, "tp_commit", rc) != 0)
 		return -1;
 	if (rc == 0 && was_panicked && w->o.n)
-		return failf(x->err, x->errlen,
+		return wl_failf(x->err, x->errlen,
 			     "seed %" PRIu64 ": tp_commit of transaction %u succeeded after TP_EPANIC (panic not sticky)",
 			     x->c->seed, w->o.seq);
 	if (rc) {
 		int32_t v = rc;
 		if (oracle_put(x->ofd, OR_FAIL, w->o.seq, (const unsigned char *)&v, 4) != 0)
-			return failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
+			return wl_failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
 		x->st->failed_commits++;
 		x->live = 0; /* its outcome is decided by recovery */
 		tx_revert(x, w);
 		return 0;
 	}
 	if (oracle_put(x->ofd, lazy ? OR_LAZY : OR_ACK, w->o.seq, NULL, 0) != 0)
-		return failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
+		return wl_failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
 	x->st->commits++;
 	x->st->lazy += lazy;
 	if (lazy && x->st->nmarks < WL_MARKS)
@@ -800,7 +799,7 @@ static int tx_step(run *x, wtx *w)
 		if (rc)
 			return tx_failed(x, w) ? -1 : 1;
 		if (pg != want)
-			return failf(x->err, x->errlen,
+			return wl_failf(x->err, x->errlen,
 				     "seed %" PRIu64 ": tp_page_alloc returned page %" PRIu64 ", first fit is %" PRIu64
 				     " (%s)",
 				     x->c->seed, pg, want,
@@ -808,7 +807,7 @@ static int tx_step(run *x, wtx *w)
 				     : pg < WL_MAXPG && held(x, pg)    ? "an open transaction freed it"
 									: "a lower page is free");
 		if (otx_add(&w->o, ST_ALLOC, pg, 0, 0, NULL) != 0)
-			return failf(x->err, x->errlen, "out of memory");
+			return wl_failf(x->err, x->errlen, "out of memory");
 		x->cur.alloc[pg] = 1;
 		memset(wl_page(&x->cur, pg), 0, body);
 		x->owner[pg] = (unsigned char)w->who;
@@ -825,7 +824,7 @@ static int tx_step(run *x, wtx *w)
 		if (rc)
 			return tx_failed(x, w) ? -1 : 1;
 		if (otx_add(&w->o, ST_FREE, pg, 0, 0, NULL) != 0)
-			return failf(x->err, x->errlen, "out of memory");
+			return wl_failf(x->err, x->errlen, "out of memory");
 		x->cur.alloc[pg] = 0;
 		w->freed[w->nfreed++] = pg;
 		return 0;
@@ -850,7 +849,7 @@ static int tx_step(run *x, wtx *w)
 	if (rc)
 		return tx_failed(x, w) ? -1 : 1;
 	if (otx_add(&w->o, ST_WRITE, pg, (uint16_t)off, (uint16_t)len, data) != 0)
-		return failf(x->err, x->errlen, "out of memory");
+		return wl_failf(x->err, x->errlen, "out of memory");
 	memcpy(wl_page(&x->cur, pg) + off, data, len);
 	return 0;
 }
@@ -862,7 +861,7 @@ static int sync_all(run *x)
 	if (called(x, "tp_sync", rc) != 0)
 		return -1;
 	if (!rc && oracle_put(x->ofd, OR_SYNC, 0, NULL, 0) != 0)
-		return failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
+		return wl_failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
 	if (!rc && x->st->nmarks < WL_MARKS)
 		x->st->marks[x->st->nmarks++] = iosim_syncs();
 	return 0;
@@ -906,7 +905,7 @@ int wl_run(tp_env *env, const wl_config *c, const wl_model *base, const char *or
 	x.ofd = -1;
 	err[0] = 0;
 	if (wl_model_init(&x.com, base->body) || wl_model_init(&x.cur, base->body)) {
-		failf(err, errlen, "out of memory");
+		wl_failf(err, errlen, "out of memory");
 		goto out;
 	}
 	wl_model_copy(&x.com, base);
@@ -915,7 +914,7 @@ int wl_run(tp_env *env, const wl_config *c, const wl_model *base, const char *or
 		if (base->alloc[p])
 			x.owner[p] = p >= 2 + c->setup_pages - c->l_pages && p < 2 + c->setup_pages ? OWN_L : OWN_REG;
 	if ((x.ofd = open(oracle, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644)) < 0) {
-		failf(err, errlen, "oracle %s: %s", oracle, strerror(errno));
+		wl_failf(err, errlen, "oracle %s: %s", oracle, strerror(errno));
 		goto out;
 	}
 	unsigned l_start = c->long_txn ? (unsigned)wl_below(&x.rng, c->ntx / 3 + 1) : c->ntx + 1;
@@ -1005,13 +1004,13 @@ static int snapshot(tp_env *env, wl_model *s, char *err, size_t errlen)
 			continue;
 		}
 		if ((rc = tp_page_allocated(env, p, &a)) != 0)
-			return failf(err, errlen, "tp_page_allocated(%" PRIu64 "): %s: %s", p, rcname(rc, b1, sizeof b1),
+			return wl_failf(err, errlen, "tp_page_allocated(%" PRIu64 "): %s: %s", p, rcname(rc, b1, sizeof b1),
 				     tp_errmsg());
 		s->alloc[p] = (unsigned char)a;
 		if (!a)
 			continue;
 		if ((rc = tp_page_read(env, p, 0, wl_page(s, p), s->body)) != 0)
-			return failf(err, errlen, "tp_page_read(%" PRIu64 "): %s: %s", p, rcname(rc, b1, sizeof b1),
+			return wl_failf(err, errlen, "tp_page_read(%" PRIu64 "): %s: %s", p, rcname(rc, b1, sizeof b1),
 				     tp_errmsg());
 	}
 	return 0;
@@ -1077,7 +1076,7 @@ static int extra_txn(tp_env *env, wl_model *m, uint64_t seed, char *err, size_t 
 		goto fail_t;
 	if (want && np != want) {
 		tp_abort(t);
-		return failf(err, errlen, "after recovery: tp_page_alloc returned page %" PRIu64 ", first fit is %" PRIu64,
+		return wl_failf(err, errlen, "after recovery: tp_page_alloc returned page %" PRIu64 ", first fit is %" PRIu64,
 			     np, want);
 	}
 	if (want) {
@@ -1102,7 +1101,7 @@ static int extra_txn(tp_env *env, wl_model *m, uint64_t seed, char *err, size_t 
 fail_t:
 	tp_abort(t);
 fail:
-	return failf(err, errlen, "after recovery, a new transaction failed: %s: %s", rcname(rc, b1, sizeof b1),
+	return wl_failf(err, errlen, "after recovery, a new transaction failed: %s: %s", rcname(rc, b1, sizeof b1),
 		     tp_errmsg());
 }
 
@@ -1125,11 +1124,11 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 	if (oracle_read(oracle, &v, &nv, err, errlen) != 0)
 		return -1;
 	if (wl_model_init(&exp, base->body) || wl_model_init(&alt, base->body) || wl_model_init(&got, base->body)) {
-		failf(err, errlen, "out of memory");
+		wl_failf(err, errlen, "out of memory");
 		goto out;
 	}
 	if (!(kind = malloc(nv + 1))) {
-		failf(err, errlen, "out of memory");
+		wl_failf(err, errlen, "out of memory");
 		goto out;
 	}
 	plan(v, nv, kind);
@@ -1140,7 +1139,7 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 			res->acked++;
 		} else if (kind[i] == 2) {
 			if (nd == sizeof doubt / sizeof doubt[0]) {
-				failf(err, errlen, "more than %zu transactions in doubt", nd);
+				wl_failf(err, errlen, "more than %zu transactions in doubt", nd);
 				goto out;
 			}
 			doubt[nd++] = i;
@@ -1150,7 +1149,7 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 
 	wl_options(c, &o);
 	if ((rc = tp_open(store, &o, &env)) != 0) {
-		failf(err, errlen, "recovery failed: tp_open: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
+		wl_failf(err, errlen, "recovery failed: tp_open: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
 		env = NULL;
 		goto out;
 	}
@@ -1171,18 +1170,18 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 	}
 	if (matched < 0) {
 		if (nd)
-			failf(err, errlen,
+			wl_failf(err, errlen,
 			      "after recovery the store matches no prefix of the %zu transaction(s) in doubt "
 			      "(transactions %u..%u): without them: %s; with all of them: %s (%u durable commits)",
 			      nd, v[doubt[0]].seq, v[doubt[nd - 1]].seq, d0, d1, res->acked);
 		else
-			failf(err, errlen, "after recovery: %s (%u durable commits, none in doubt)", d0, res->acked);
+			wl_failf(err, errlen, "after recovery: %s (%u durable commits, none in doubt)", d0, res->acked);
 		goto out;
 	}
 	res->doubt_applied = matched;
 	wl_model_copy(&exp, &alt);
 	if (tp_debug_pinned(env)) {
-		failf(err, errlen, "after recovery and reads, %zu page(s) stay pinned", tp_debug_pinned(env));
+		wl_failf(err, errlen, "after recovery and reads, %zu page(s) stay pinned", tp_debug_pinned(env));
 		goto out;
 	}
 	if (co->extra_txn && extra_txn(env, &exp, co->seed, err, errlen) != 0)
@@ -1192,7 +1191,7 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 		rc = tp_close(env);
 		env = NULL;
 		if (rc) {
-			failf(err, errlen, "tp_close after recovery: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
+			wl_failf(err, errlen, "tp_close after recovery: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
 			goto out;
 		}
 	} else {
@@ -1201,14 +1200,14 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 	}
 	/* recovery again: the same state */
 	if ((rc = tp_open(store, &o, &env)) != 0) {
-		failf(err, errlen, "second open after recovery (%s close): tp_open: %s: %s", clean ? "clean" : "crash",
+		wl_failf(err, errlen, "second open after recovery (%s close): tp_open: %s: %s", clean ? "clean" : "crash",
 		      rcname(rc, b1, sizeof b1), tp_errmsg());
 		env = NULL;
 		goto out;
 	}
 	tp_stats_get(env, &s);
 	if (clean && (s.rec_redone || s.rec_losers)) {
-		failf(err, errlen,
+		wl_failf(err, errlen,
 		      "reopening after a clean close recovered again: %" PRIu64 " records redone, %" PRIu64 " losers",
 		      s.rec_redone, s.rec_losers);
 		goto out;
@@ -1216,17 +1215,17 @@ int wl_check(const char *store, const wl_config *c, const wl_model *base, const 
 	if (snapshot(env, &got, err, errlen) != 0)
 		goto out;
 	if (diff(&exp, &got, d0, sizeof d0)) {
-		failf(err, errlen, "second recovery (%s close) changed the state: %s", clean ? "clean" : "crash", d0);
+		wl_failf(err, errlen, "second recovery (%s close) changed the state: %s", clean ? "clean" : "crash", d0);
 		goto out;
 	}
 	if (tp_debug_pinned(env)) {
-		failf(err, errlen, "after the second open, %zu page(s) stay pinned", tp_debug_pinned(env));
+		wl_failf(err, errlen, "after the second open, %zu page(s) stay pinned", tp_debug_pinned(env));
 		goto out;
 	}
 	rc = tp_close(env);
 	env = NULL;
 	if (rc) {
-		failf(err, errlen, "final tp_close: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
+		wl_failf(err, errlen, "final tp_close: %s: %s", rcname(rc, b1, sizeof b1), tp_errmsg());
 		goto out;
 	}
 	ret = 0;
@@ -1292,7 +1291,7 @@ static int copy_file(const char *from, const char *to)
 		}
 		if (r == 0)
 			break;
-		if (write_all(out, buf, (size_t)r) != 0) {
+		if (wl_write_all(out, buf, (size_t)r) != 0) {
 			rc = -1;
 			break;
 		}

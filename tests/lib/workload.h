@@ -22,7 +22,8 @@
  *     back as the model says, and every allocation returns the first free
  *     page (first fit) that no open transaction freed.
  * Regular transactions never touch L's pages, so the two never conflict
- * (there is no lock manager to order them yet).
+ * (page operations take no locks: tp_page_write and the like leave a
+ * caller that shares pages between transactions to lock them, tp_lock).
  *
  * Oracle (written with write(2), never through io_*, so no simulated crash
  * can lose it): before tp_commit an INTENT record lists every step of the
@@ -205,6 +206,10 @@ void wl_shared_counters(wl_shared *s);
 int wl_fork(int (*fn)(void *arg), void *arg, unsigned timeout_s);
 /* "exit 3", "killed by signal 11 (Segmentation fault)", ... */
 const char *wl_status_str(int status, char *buf, size_t n);
+/* Formats a message into err (n bytes); returns -1. */
+int wl_failf(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* write(2) of all n bytes, through EINTR and short writes: 0, or -1. */
+int wl_write_all(int fd, const void *buf, size_t n);
 
 /* Bytes allocated on the heap now, under AddressSanitizer (exact); 0 in
  * other builds.  A child compares it before tp_open and after the last

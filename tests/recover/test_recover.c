@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "recover_harness.h"
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
@@ -50,10 +51,8 @@ enum rop {
 static const char *rop_name[ROP_N] = {"PAGE_SET small", "PAGE_SET whole body", "PAGE_ALLOC", "PAGE_FREE",
 				      "alloc+init+write", "free then alloc", "multi-op transaction"};
 
-typedef struct rparam {
-	int op;
-	uint64_t seed;
-} rparam;
+typedef op_seed rparam; /* an operation and a seed */
+#define SEEDS 1, 2, 3, 4, 5, 6, 7, 11 /* each operation runs under each */
 
 static char tdir[64], sdir[128];
 static uint32_t body;
@@ -131,6 +130,22 @@ static void same(const su_snap *want, const su_snap *got, const rparam *p, const
 	char why[256];
 	cr_assert(su_snap_equal(want, got, why, sizeof why), "%s seed %" PRIu64 ": %s: %s", rop_name[p->op],
 		  p->seed, when, why);
+}
+
+/* The store now (env) is want; what: the step, for the message. */
+static void same_now(tp_env *env, const rparam *p, const su_snap *want, const char *when, const char *what)
+{
+	su_snap s = snap(env, p, when);
+	same(want, &s, p, what);
+	su_snap_free(&s);
+}
+
+/* Opens the store (recovery) and checks that it is want. */
+static tp_env *open_same(const rparam *p, const su_snap *want, const char *when, const char *what)
+{
+	tp_env *env = open_env(p);
+	same_now(env, p, want, when, what);
+	return env;
 }
 
 /* An allocated data page (not the root), chosen by the seed. */
@@ -216,24 +231,7 @@ static void run_op(tp_env *env, tp_txn *t, const rparam *p)
 	}
 }
 
-static struct rparam *params(size_t *n)
-{
-	static const uint64_t seeds[] = {1, 2, 3, 4, 5, 6, 7, 11};
-	const size_t ns = sizeof seeds / sizeof seeds[0];
-	*n = ROP_N * ns;
-	rparam *v = cr_malloc(*n * sizeof *v);
-	for (int op = 0; op < ROP_N; op++)
-		for (size_t i = 0; i < ns; i++)
-			v[(size_t)op * ns + i] = (rparam){op, seeds[i]};
-	return v;
-}
-
-ParameterizedTestParameters(recover, per_operation)
-{
-	size_t n;
-	rparam *v = params(&n);
-	return cr_make_param_array(rparam, v, n, NULL);
-}
+OP_SEED_PARAMS(recover, per_operation, ROP_N, SEEDS)
 
 ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = teardown, .timeout = 60)
 {
@@ -253,9 +251,7 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
 	cr_assert_not(su_snap_equal(&s0, &inflight, why, sizeof why), "%s seed %" PRIu64 ": the operation changed nothing",
 		      rop_name[p->op], p->seed);
 	cr_assert_eq(tp_abort(t), 0, "%s", tp_errmsg());
-	su_snap s = snap(env, p, "after abort");
-	same(&s0, &s, p, "abort does not restore the snapshot");
-	su_snap_free(&s);
+	same_now(env, p, &s0, "after abort", "abort does not restore the snapshot");
 	cr_assert_eq(tp_debug_pinned(env), 0);
 
 	/* 2. run and commit; crash before anything is written back; replay */
@@ -265,10 +261,7 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
 	su_snap s1 = snap(env, p, "after commit");
 	same(&inflight, &s1, p, "the committed state differs from the same operation's first run");
 	tp_crash_close(env);
-	env = open_env(p);
-	s = snap(env, p, "after the first recovery");
-	same(&s1, &s, p, "crash after commit, recover");
-	su_snap_free(&s);
+	env = open_same(p, &s1, "after the first recovery", "crash after commit, recover");
 
 	/* 3. recover twice, then a clean close */
 	tp_crash_close(env);
@@ -276,14 +269,9 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
 	tp_stats st;
 	tp_stats_get(env, &st);
 	cr_assert_eq(st.rec_losers, 0);
-	s = snap(env, p, "after the second recovery");
-	same(&s1, &s, p, "recovered twice");
-	su_snap_free(&s);
+	same_now(env, p, &s1, "after the second recovery", "recovered twice");
 	cr_assert_eq(tp_close(env), 0);
-	env = open_env(p);
-	s = snap(env, p, "after a clean close");
-	same(&s1, &s, p, "clean close and open");
-	su_snap_free(&s);
+	env = open_same(p, &s1, "after a clean close", "clean close and open");
 
 	/* 4. durable but not committed: rolled back by recovery */
 	cr_assert_eq(tp_begin(env, &t), 0);
@@ -293,14 +281,9 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
 	env = open_env(p);
 	tp_stats_get(env, &st);
 	cr_assert_eq(st.rec_losers, 1, "%s seed %" PRIu64 ": one loser", rop_name[p->op], p->seed);
-	s = snap(env, p, "after the loser's rollback");
-	same(&s1, &s, p, "an uncommitted durable operation is rolled back");
-	su_snap_free(&s);
+	same_now(env, p, &s1, "after the loser's rollback", "an uncommitted durable operation is rolled back");
 	tp_crash_close(env);
-	env = open_env(p);
-	s = snap(env, p, "after recovering the rollback again");
-	same(&s1, &s, p, "the rollback recovered twice");
-	su_snap_free(&s);
+	env = open_same(p, &s1, "after recovering the rollback again", "the rollback recovered twice");
 
 	/* 5. a lazy commit lost in the crash: all of it or none of it */
 	cr_assert_eq(tp_begin(env, &t), 0);
@@ -309,7 +292,7 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
 	su_snap s2 = snap(env, p, "after the lazy commit");
 	tp_crash_close(env);
 	env = open_env(p);
-	s = snap(env, p, "after the lazy commit's crash");
+	su_snap s = snap(env, p, "after the lazy commit's crash");
 	int none = su_snap_equal(&s1, &s, why, sizeof why), all = su_snap_equal(&s2, &s, why, sizeof why);
 	cr_assert(none || all, "%s seed %" PRIu64 ": a lazy commit was applied in part: %s", rop_name[p->op], p->seed,
 		  why);
@@ -327,44 +310,17 @@ ParameterizedTest(rparam *p, recover, per_operation, .init = setup, .fini = tear
  * A child process runs the operation and commits it under the io
  * simulator, which cuts the power at the k-th sync from the operation's
  * start (unsynced writes kept, lost or torn under the seed), for k = 1, 2,
- * ... until the child gets through.  Recovery must give the state before
- * the operation or after it -- after it whenever the commit had returned --
- * and the same again when recovered twice. */
+ * ... until the child gets through (the loop: tests/lib/recover_harness.h).
+ * Recovery must give the state before the operation or after it -- after
+ * it whenever the commit had returned -- and the same again when recovered
+ * twice. */
 
-typedef struct cut_arg {
+/* The base store, the states before and after the operation. */
+typedef struct cut_ctx {
 	const rparam *p;
-	uint64_t k;
-	char acked[200], done[200];
-} cut_arg;
-
-static void touch(const char *path)
-{
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
-}
-
-static void cut_child(void *arg)
-{
-	cut_arg *a = arg;
-	tp_options o;
-	tp_env *env;
-	tp_txn *t;
-	iosim_install(a->p->seed * 131 + a->k);
-	su_options(&o, 0, 0, a->p->seed % 2 ? 8 : 0);
-	o.ckpt_log_bytes = UINT64_MAX / 2;
-	o.ckpt_ms = 0;
-	SU_CK(tp_open(sdir, &o, &env) == 0);
-	if (a->p->seed % 3 == 0)
-		SU_CK(tp_checkpoint(env) == 0);
-	iosim_crash_at_sync(iosim_syncs() + a->k);
-	SU_CK(tp_begin(env, &t) == 0);
-	run_op(env, t, a->p); /* cr_assert in a child: a failure exits non-zero */
-	if (tp_commit(t, 0) == 0)
-		touch(a->acked);
-	touch(a->done);
-	iosim_crash_now();
-}
+	char base[160];
+	su_snap s0, s1;
+} cut_ctx;
 
 static void copy_tree(const char *from, const char *to)
 {
@@ -373,65 +329,77 @@ static void copy_tree(const char *from, const char *to)
 	cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
-ParameterizedTestParameters(recover, power_cut_at_each_sync)
+static void cut_fresh(void *arg)
 {
-	size_t n;
-	rparam *v = params(&n);
-	return cr_make_param_array(rparam, v, n, NULL);
+	cut_ctx *x = arg;
+	copy_tree(x->base, sdir);
 }
+
+static tp_env *cut_open(void *arg)
+{
+	cut_ctx *x = arg;
+	tp_options o;
+	tp_env *env;
+	su_options(&o, 0, 0, x->p->seed % 2 ? 8 : 0);
+	o.ckpt_log_bytes = UINT64_MAX / 2;
+	o.ckpt_ms = 0;
+	SU_CK(tp_open(sdir, &o, &env) == 0);
+	if (x->p->seed % 3 == 0)
+		SU_CK(tp_checkpoint(env) == 0);
+	return env;
+}
+
+static int cut_op(void *arg, tp_env *env, tp_txn *t)
+{
+	cut_ctx *x = arg;
+	run_op(env, t, x->p); /* cr_assert in a child: a failure exits non-zero */
+	return 0;
+}
+
+static void cut_check(void *arg, uint64_t k, int acked, int round)
+{
+	cut_ctx *x = arg;
+	const rparam *p = x->p;
+	tp_env *env = open_env(p);
+	su_snap s = snap(env, p, "after the power cut");
+	char why0[256], why1[256];
+	int is0 = su_snap_equal(&x->s0, &s, why0, sizeof why0);
+	int is1 = su_snap_equal(&x->s1, &s, why1, sizeof why1);
+	su_snap_free(&s);
+	cr_assert(is1 || (!acked && is0),
+		  "%s seed %" PRIu64 " cut at sync %" PRIu64 " (commit %s), recovery %d: "
+		  "neither before (%s) nor after (%s)",
+		  rop_name[p->op], p->seed, k, acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
+	tp_crash_close(env); /* and recover once more */
+}
+
+OP_SEED_PARAMS(recover, power_cut_at_each_sync, ROP_N, SEEDS)
 
 ParameterizedTest(rparam *p, recover, power_cut_at_each_sync, .init = setup, .fini = teardown, .timeout = 120)
 {
-	char base[160];
+	cut_ctx x = {.p = p};
+	char what[160];
 	tp_env *env;
 	tp_txn *t;
 	make_base(p);
-	snprintf(base, sizeof base, "%s/base", tdir);
-	copy_tree(sdir, base);
+	snprintf(x.base, sizeof x.base, "%s/base", tdir);
+	copy_tree(sdir, x.base);
 
 	/* the states before and after the operation */
 	env = open_env(p);
 	if (p->seed % 3 == 0)
 		cr_assert_eq(tp_checkpoint(env), 0);
-	su_snap s0 = snap(env, p, "before");
+	x.s0 = snap(env, p, "before");
 	cr_assert_eq(tp_begin(env, &t), 0);
 	run_op(env, t, p);
 	cr_assert_eq(tp_commit(t, 0), 0);
-	su_snap s1 = snap(env, p, "after");
+	x.s1 = snap(env, p, "after");
 	tp_crash_close(env);
 
-	int through = 0, acked_cuts = 0;
-	for (uint64_t k = 1; k <= 40 && !through; k++) {
-		cut_arg a = {.p = p, .k = k};
-		snprintf(a.acked, sizeof a.acked, "%s/acked", tdir);
-		snprintf(a.done, sizeof a.done, "%s/done", tdir);
-		remove(a.acked);
-		remove(a.done);
-		copy_tree(base, sdir);
-		int ex = su_run_child(cut_child, &a);
-		cr_assert_eq(ex, IOSIM_CRASH_EXIT, "%s seed %" PRIu64 " cut at sync %" PRIu64 ": child exit %d",
-			     rop_name[p->op], p->seed, k, ex);
-		struct stat st;
-		int acked = stat(a.acked, &st) == 0;
-		through = stat(a.done, &st) == 0;
-		acked_cuts += acked;
-		for (int round = 0; round < 2; round++) {
-			env = open_env(p);
-			su_snap s = snap(env, p, "after the power cut");
-			char why0[256], why1[256];
-			int is0 = su_snap_equal(&s0, &s, why0, sizeof why0);
-			int is1 = su_snap_equal(&s1, &s, why1, sizeof why1);
-			su_snap_free(&s);
-			cr_assert(is1 || (!acked && is0),
-				  "%s seed %" PRIu64 " cut at sync %" PRIu64 " (commit %s), recovery %d: "
-				  "neither before (%s) nor after (%s)",
-				  rop_name[p->op], p->seed, k, acked ? "acknowledged" : "not acknowledged", round + 1,
-				  why0, why1);
-			tp_crash_close(env); /* and recover once more */
-		}
-	}
-	cr_assert(through, "%s seed %" PRIu64 ": still cutting after 40 syncs", rop_name[p->op], p->seed);
-	cr_assert_gt(acked_cuts, 0);
-	su_snap_free(&s0);
-	su_snap_free(&s1);
+	snprintf(what, sizeof what, "%s seed %" PRIu64, rop_name[p->op], p->seed);
+	cut_each c = {.what = what, .dir = tdir, .seed = p->seed, .max_k = 40, .arg = &x,
+		      .fresh = cut_fresh, .open = cut_open, .op = cut_op, .check = cut_check};
+	cut_each_sync(&c);
+	su_snap_free(&x.s0);
+	su_snap_free(&x.s1);
 }

@@ -49,6 +49,7 @@
 #include "bt.h"
 #include "bt_int.h"
 #include "bt_model.h"
+#include "recover_harness.h"
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
@@ -86,10 +87,8 @@ static const char *bop_name[B_N] = {
 	"delete merging two internal pages", "delete collapsing the root", "drop tree", "80 mixed operations",
 };
 
-typedef struct bparam {
-	int op;
-	uint64_t seed;
-} bparam;
+typedef op_seed bparam; /* an operation and a seed */
+#define SEEDS 1, 2, 3, 6 /* each operation runs under each */
 
 #define PSIZE 1024
 #define NA 150 /* records of tree "a" for the operations that do not split on purpose */
@@ -634,11 +633,41 @@ static void same(const bparam *p, const snap *want, const snap *got, const char 
 	PCK(snap_equal(want, got, why, sizeof why), "%s: %s", when, why);
 }
 
+/* The store now (env) is want; what: the step, for the message. */
+static void same_now(tp_env *env, const bparam *p, const snap *want, const char *when, const char *what)
+{
+	snap s;
+	take(env, p, &s, when);
+	same(p, want, &s, what);
+	snap_free(&s);
+}
+
 static void verify(tp_env *env, const bparam *p, const char *when)
 {
 	int rc = tp_verify(env, 0, NULL);
 	PCK(rc == 0, "%s: tp_verify: %d %s", when, rc, tp_errmsg());
 	PCK(tp_debug_pinned(env) == 0, "%s: pages left pinned", when);
+}
+
+/* A fresh copy of the base store, opened for a phase of the test; with
+ * ckpt, a checkpoint first for one seed in three (the operation then logs
+ * full-page images). */
+static tp_env *fresh_open(const bparam *p, const char *phase, int ckpt)
+{
+	fresh(p);
+	tp_env *env = open_env(p, phase);
+	if (ckpt && p->seed % 3 == 0)
+		PCK(tp_checkpoint(env) == 0, "checkpoint");
+	return env;
+}
+
+/* Begins a transaction and runs the operation in it. */
+static tp_txn *begin_op(tp_env *env, const bparam *p, const char *phase, int public_drop)
+{
+	tp_txn *t;
+	PCK(tp_begin(env, &t) == 0, "begin");
+	PCK(run_op(env, t, p, public_drop) == 0, "%s: %s", phase, emsg);
+	return t;
 }
 
 /* After the operation's rollback, the split or merge it made is still there. */
@@ -665,24 +694,7 @@ static void split_kept(tp_env *env, const bparam *p, const bt_verify_result *bas
 
 /* ---- the test ---- */
 
-static bparam *params(size_t *n)
-{
-	static const uint64_t seeds[] = {1, 2, 3, 6};
-	const size_t ns = sizeof seeds / sizeof seeds[0];
-	*n = B_N * ns;
-	bparam *v = cr_malloc(*n * sizeof *v);
-	for (int op = 0; op < B_N; op++)
-		for (size_t i = 0; i < ns; i++)
-			v[(size_t)op * ns + i] = (bparam){op, seeds[i]};
-	return v;
-}
-
-ParameterizedTestParameters(recover, btree_per_operation)
-{
-	size_t n;
-	bparam *v = params(&n);
-	return cr_make_param_array(bparam, v, n, NULL);
-}
+OP_SEED_PARAMS(recover, btree_per_operation, B_N, SEEDS)
 
 ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini = teardown, .timeout = 120)
 {
@@ -695,15 +707,11 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 	make_base(p);
 
 	/* A. run and abort */
-	fresh(p);
-	env = open_env(p, "A");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
+	env = fresh_open(p, "A", 1);
 	take(env, p, &s0, "before");
 	if (is_shape(p->op))
 		PCK(tree_stats(env, "a", &base_stats) == 0, "%s", emsg);
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "A: %s", emsg);
+	t = begin_op(env, p, "A", 0);
 	take(env, p, &in, "in flight");
 	PCK(!snap_equal(&s0, &in, why, sizeof why), "the operation changed nothing");
 	if (is_shape(p->op)) {
@@ -711,82 +719,58 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 		PCK(split_kind(p->op, &base_stats, &done_stats), "the operation did not change the tree's shape as planned");
 	}
 	PCK(tp_abort(t) == 0, "A: tp_abort: %s", tp_errmsg());
-	take(env, p, &s, "after abort");
-	same(p, &s0, &s, "A: abort does not restore the snapshot");
-	snap_free(&s);
+	same_now(env, p, &s0, "after abort", "A: abort does not restore the snapshot");
 	verify(env, p, "A: after abort");
 	split_kept(env, p, &base_stats, &done_stats, "A: after abort");
 	tp_crash_close(env);
 	env = open_env(p, "A, recovery after the abort");
-	take(env, p, &s, "A: recovered after abort");
-	same(p, &s0, &s, "A: recovery after an abort");
-	snap_free(&s);
+	same_now(env, p, &s0, "A: recovered after abort", "A: recovery after an abort");
 	verify(env, p, "A: recovered after abort");
 	PCK(tp_close(env) == 0, "close");
 
 	/* C. run and commit; crash; recover; twice; clean close */
-	fresh(p);
-	env = open_env(p, "C");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 1) == 0, "C: %s", emsg);
+	env = fresh_open(p, "C", 1);
+	t = begin_op(env, p, "C", 1);
 	PCK(tp_commit(t, 0) == 0, "C: tp_commit: %s", tp_errmsg());
 	take(env, p, &s1, "after commit");
 	same(p, &in, &s1, "C: the committed state differs from the in-flight state of run A");
 	tp_crash_close(env);
 	env = open_env(p, "C: first recovery");
-	take(env, p, &s, "C: first recovery");
-	same(p, &s1, &s, "C: crash after commit, recover");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: first recovery", "C: crash after commit, recover");
 	verify(env, p, "C: after the first recovery");
 	tp_crash_close(env);
 	env = open_env(p, "C: second recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 0, "C: %" PRIu64 " losers", st.rec_losers);
-	take(env, p, &s, "C: second recovery");
-	same(p, &s1, &s, "C: recovered twice");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: second recovery", "C: recovered twice");
 	verify(env, p, "C: after the second recovery");
 	PCK(tp_close(env) == 0, "close");
 	env = open_env(p, "C: clean open");
-	take(env, p, &s, "C: clean open");
-	same(p, &s1, &s, "C: clean close and open");
-	snap_free(&s);
+	same_now(env, p, &s1, "C: clean open", "C: clean close and open");
 	PCK(tp_close(env) == 0, "close");
 
 	/* U. durable but not committed: redone, then rolled back by logical undo */
-	fresh(p);
-	env = open_env(p, "U");
-	if (p->seed % 3 == 0)
-		PCK(tp_checkpoint(env) == 0, "checkpoint");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "U: %s", emsg);
+	env = fresh_open(p, "U", 1);
+	t = begin_op(env, p, "U", 0);
 	PCK(tp_sync(env) == 0, "tp_sync");
 	tp_crash_close(env);
 	env = open_env(p, "U: recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 1, "U: %" PRIu64 " losers, expected 1", st.rec_losers);
-	take(env, p, &s, "U: recovery");
-	same(p, &s0, &s, "U: an uncommitted durable operation is rolled back");
-	snap_free(&s);
+	same_now(env, p, &s0, "U: recovery", "U: an uncommitted durable operation is rolled back");
 	verify(env, p, "U: after the loser's rollback");
 	split_kept(env, p, &base_stats, &done_stats, "U: after the loser's rollback");
 	tp_crash_close(env);
 	env = open_env(p, "U: second recovery");
 	tp_stats_get(env, &st);
 	PCK(st.rec_losers == 0, "U: the rollback was not finished: %" PRIu64 " losers again", st.rec_losers);
-	take(env, p, &s, "U: second recovery");
-	same(p, &s0, &s, "U: the rollback recovered twice");
-	snap_free(&s);
+	same_now(env, p, &s0, "U: second recovery", "U: the rollback recovered twice");
 	verify(env, p, "U: after the second recovery");
 	PCK(tp_close(env) == 0, "close");
 
 	/* L. a lazy commit lost in the crash: all of it or none of it */
-	fresh(p);
-	env = open_env(p, "L");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "L: %s", emsg);
+	env = fresh_open(p, "L", 0);
+	t = begin_op(env, p, "L", 0);
 	PCK(tp_commit(t, TP_COMMIT_NOSYNC) == 0, "L: commit");
 	tp_crash_close(env);
 	env = open_env(p, "L: recovery");
@@ -805,99 +789,81 @@ ParameterizedTest(bparam *p, recover, btree_per_operation, .init = setup, .fini 
 
 /* ---- P: a power cut at each sync of the operation and its commit ---- */
 
-typedef struct cut_arg {
+/* The loop is tests/lib/recover_harness.h; these are the suite's steps. */
+typedef struct cut_ctx {
 	const bparam *p;
-	uint64_t k;
-	char acked[700], done[700];
-} cut_arg;
+	snap s0, s1;
+} cut_ctx;
 
-static void touch(const char *path)
+static void cut_fresh(void *arg)
 {
-	FILE *f = fopen(path, "w");
-	if (f)
-		fclose(f);
+	cut_ctx *x = arg;
+	fresh(x->p);
 }
 
-static void cut_child(void *arg)
+static tp_env *cut_open(void *arg)
 {
-	cut_arg *a = arg;
+	cut_ctx *x = arg;
 	tp_options o;
 	tp_env *env;
-	tp_txn *t;
-	iosim_install(a->p->seed * 131 + a->k);
-	options(a->p, &o);
+	options(x->p, &o);
 	if (tp_open(sdir, &o, &env) != 0) {
 		fprintf(stderr, "cut child: tp_open: %s\n", tp_errmsg());
 		_exit(SU_CHILD_FAIL);
 	}
-	if (a->p->seed % 3 == 0 && tp_checkpoint(env) != 0)
+	if (x->p->seed % 3 == 0 && tp_checkpoint(env) != 0)
 		_exit(SU_CHILD_FAIL);
-	iosim_crash_at_sync(iosim_syncs() + a->k);
-	if (tp_begin(env, &t) != 0 || run_op(env, t, a->p, 0) != 0) {
-		fprintf(stderr, "cut child: %s\n", emsg);
-		_exit(SU_CHILD_FAIL);
-	}
-	if (tp_commit(t, 0) == 0)
-		touch(a->acked);
-	touch(a->done);
-	iosim_crash_now();
+	return env;
 }
 
-ParameterizedTestParameters(recover, btree_power_cut_at_each_sync)
+static int cut_op(void *arg, tp_env *env, tp_txn *t)
 {
-	size_t n;
-	bparam *v = params(&n);
-	return cr_make_param_array(bparam, v, n, NULL);
+	cut_ctx *x = arg;
+	if (run_op(env, t, x->p, 0) != 0) {
+		fprintf(stderr, "cut child: %s\n", emsg);
+		return -1;
+	}
+	return 0;
 }
+
+static void cut_check(void *arg, uint64_t k, int acked, int round)
+{
+	cut_ctx *x = arg;
+	const bparam *p = x->p;
+	snap s;
+	char why0[700], why1[700];
+	tp_env *env = open_env(p, "after the power cut");
+	take(env, p, &s, "after the power cut");
+	int is0 = snap_equal(&x->s0, &s, why0, sizeof why0), is1 = snap_equal(&x->s1, &s, why1, sizeof why1);
+	snap_free(&s);
+	PCK(is1 || (!acked && is0), "cut at sync %" PRIu64 " (commit %s), recovery %d: neither before (%s) nor after (%s)",
+	    k, acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
+	verify(env, p, "after the power cut");
+	tp_crash_close(env);
+}
+
+OP_SEED_PARAMS(recover, btree_power_cut_at_each_sync, B_N, SEEDS)
 
 ParameterizedTest(bparam *p, recover, btree_power_cut_at_each_sync, .init = setup, .fini = teardown, .timeout = 300)
 {
+	cut_ctx x = {.p = p};
+	char what[160];
 	tp_env *env;
 	tp_txn *t;
-	snap s0, s1;
 	make_base(p);
 
-	fresh(p);
-	env = open_env(p, "before");
-	take(env, p, &s0, "before");
-	PCK(tp_begin(env, &t) == 0, "begin");
-	PCK(run_op(env, t, p, 0) == 0, "%s", emsg);
+	env = fresh_open(p, "before", 0);
+	take(env, p, &x.s0, "before");
+	t = begin_op(env, p, "before", 0);
 	PCK(tp_commit(t, 0) == 0, "commit");
-	take(env, p, &s1, "after");
+	take(env, p, &x.s1, "after");
 	tp_crash_close(env);
 
-	int through = 0, acked_cuts = 0;
-	uint64_t k;
-	for (k = 1; k <= 80 && !through; k++) {
-		cut_arg a = {.p = p, .k = k};
-		snprintf(a.acked, sizeof a.acked, "%s/acked", tdir);
-		snprintf(a.done, sizeof a.done, "%s/done", tdir);
-		remove(a.acked);
-		remove(a.done);
-		fresh(p);
-		int ex = su_run_child(cut_child, &a);
-		PCK(ex == IOSIM_CRASH_EXIT, "cut at sync %" PRIu64 ": child exit %d", k, ex);
-		struct stat sb;
-		int acked = stat(a.acked, &sb) == 0;
-		through = stat(a.done, &sb) == 0;
-		acked_cuts += acked;
-		for (int round = 0; round < 2; round++) {
-			snap s;
-			char why0[700], why1[700];
-			env = open_env(p, "after the power cut");
-			take(env, p, &s, "after the power cut");
-			int is0 = snap_equal(&s0, &s, why0, sizeof why0), is1 = snap_equal(&s1, &s, why1, sizeof why1);
-			snap_free(&s);
-			PCK(is1 || (!acked && is0),
-			    "cut at sync %" PRIu64 " (commit %s), recovery %d: neither before (%s) nor after (%s)", k,
-			    acked ? "acknowledged" : "not acknowledged", round + 1, why0, why1);
-			verify(env, p, "after the power cut");
-			tp_crash_close(env);
-		}
-	}
-	PCK(through, "still cutting after 80 syncs");
-	PCK(acked_cuts > 0, "no cut after the commit");
-	cr_log_info("%s seed %" PRIu64 ": %" PRIu64 " power cuts", bop_name[p->op], p->seed, k - 1);
-	snap_free(&s0);
-	snap_free(&s1);
+	snprintf(what, sizeof what, "%s seed %" PRIu64, bop_name[p->op], p->seed);
+	cut_each c = {.what = what, .dir = tdir, .seed = p->seed, .max_k = 80, .arg = &x,
+		      .fresh = cut_fresh, .open = cut_open, .op = cut_op, .check = cut_check};
+	uint64_t cuts = cut_each_sync(&c);
+	cr_log_info("%s seed %" PRIu64 ": %" PRIu64 " power cuts", bop_name[p->op], p->seed, cuts);
+	snap_free(&x.s0);
+	snap_free(&x.s1);
 }

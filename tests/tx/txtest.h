@@ -1,6 +1,6 @@
 /*
  * txtest.h -- what the tx suites (test_tx.c, test_tx_clients.c) share:
- * time, the check that the tx tools are built, and main.
+ * time, paths, the check that the tx tools are built, and main.
  */
 #ifndef TPFS_TXTEST_H
 #define TPFS_TXTEST_H
@@ -28,6 +28,17 @@ static inline double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* base/rel, in one of 16 rotating buffers (so that one call may use a few
+ * such paths at once). */
+static inline const char *txtest_path(const char *base, const char *rel)
+{
+	static char b[16][700];
+	static int i;
+	char *p = b[i++ % 16];
+	snprintf(p, sizeof b[0], "%s/%s", base, rel);
+	return p;
 }
 
 /* The tx tools must be built (tools/, TX_BIN): a test of them fails loudly

@@ -1,0 +1,258 @@
+/*
+ * test_tx_cwd -- bystanders' working directories (issue 24 item 4, C6;
+ * test_tx.c has the actors and the helpers): begin keeps them, also with
+ * shells in parallel, and expires kept names; the mount found from a
+ * directory without a path.
+ */
+#include "txsh.h"
+
+/* ---------------------------------------------------------------------- */
+/* Bystanders' working directories (issue 24 item 4, fsd_tx.c C6)          */
+
+/* A bystander: a plain process (no transaction) in directory dir that
+ * calls getcwd() every 10 ms, and reads /proc/self/cwd, until a byte or
+ * EOF arrives on stop; writes "calls failures first-error" to out. */
+static pid_t bystander(const char *dir, int stop, int stop_w, int out)
+{
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c != 0)
+		return c;
+	close(stop_w);
+	char want[PATH_MAX], buf[PATH_MAX], first[2 * PATH_MAX + 128] = "-";
+	long calls = 0, fails = 0;
+	if (chdir(dir) != 0 || !realpath(".", want))
+		_exit(2);
+	fcntl(stop, F_SETFL, O_NONBLOCK);
+	for (;;) {
+		char ch;
+		ssize_t n = read(stop, &ch, 1);
+		if (n >= 0 || errno != EAGAIN)
+			break;
+		calls++;
+		const char *bad = NULL;
+		int e = 0;
+		ssize_t l;
+		if (!getcwd(buf, sizeof buf))
+			bad = "getcwd", e = errno;
+		else if (strcmp(buf, want) != 0)
+			bad = "getcwd names another directory";
+		else if ((l = readlink("/proc/self/cwd", buf, sizeof buf - 1)) < 0)
+			bad = "readlink /proc/self/cwd", e = errno;
+		else if (buf[l] = 0, strcmp(buf, want) != 0)
+			bad = "/proc/self/cwd reads otherwise";
+		if (bad) {
+			if (!fails++)
+				snprintf(first, sizeof first, "%s: %s (%s)", bad, e ? strerror(e) : buf, want);
+		}
+		msleep(10);
+	}
+	dprintf(out, "%ld %ld %s\n", calls, fails, first);
+	_exit(0);
+}
+
+/* Stops the bystanders (closing stop) and checks none of them failed. */
+static void bystanders_check(pid_t *pid, int n, int stop, int out)
+{
+	char buf[8192];
+	cr_assert(close(stop) == 0);
+	for (int i = 0; i < n; i++) {
+		int wst;
+		cr_assert(waitpid(pid[i], &wst, 0) == pid[i] && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+			  "bystander %d could not start (status 0x%x)", i, wst);
+	}
+	ssize_t len = read(out, buf, sizeof buf - 1);
+	cr_assert(len > 0);
+	buf[len] = 0;
+	close(out);
+	cr_log_info("bystanders (calls, failures, first failure):\n%s", buf);
+	char *line = buf;
+	for (int i = 0; i < n; i++) {
+		long calls = 0, fails = 0;
+		char *nl = strchr(line, '\n');
+		cr_assert(nl && sscanf(line, "%ld %ld", &calls, &fails) == 2, "bystanders said \"%s\"", buf);
+		*nl = 0;
+		cr_expect(calls > 10 && fails == 0, "a bystander's working directory broke: %s", line);
+		line = nl + 1;
+	}
+}
+
+/* Issue 24 item 4: after the mount sat without transactions, a begin
+ * (C6: names the kernel kept) must not break the working directory of a
+ * process that is in no transaction -- its getcwd() and /proc/PID/cwd
+ * keep working -- and begins started in parallel in a fresh directory,
+ * which find their mount from the current directory, all succeed. */
+Test(tx, begin_keeps_bystanders_cwd, .timeout = 60)
+{
+	enum { BEGINS = 4 };
+	int stop[2], out[2], go[2];
+	pid_t by[1], b[BEGINS];
+	start();
+	cr_assert(mkdir(mp("d"), 0755) == 0); /* fresh: its name is one the kernel may keep */
+	cr_assert(pipe(stop) == 0 && pipe(out) == 0);
+	by[0] = bystander(mp("d"), stop[0], stop[1], out[1]);
+	close(stop[0]);
+	close(out[1]);
+	cr_assert(pipe(go) == 0);
+	for (int i = 0; i < BEGINS; i++) {
+		b[i] = fork();
+		cr_assert(b[i] >= 0);
+		if (b[i] == 0) { /* a program of its own in d, its mount found from there */
+			char msg[TPFS_TX_MSG_MAX], ch;
+			close(go[1]);
+			close(stop[1]);
+			close(out[0]);
+			unsetenv("TPFS_MOUNT");
+			if (chdir(mp("d")) != 0 || read(go[0], &ch, 1) != 0)
+				_exit(3);
+			char m[PATH_MAX];
+			if (tpfs_tx_find_mount(NULL, m, sizeof m, msg, sizeof msg) != 0 ||
+			    tpfs_tx_begin(m, 0, NULL, msg, sizeof msg) != 0) {
+				fprintf(stderr, "begin %d: %s\n", i, msg);
+				_exit(1);
+			}
+			if (tpfs_tx_find_mount(NULL, m, sizeof m, msg, sizeof msg) != 0 ||
+			    tpfs_tx_abort(m, msg, sizeof msg) != 0) {
+				fprintf(stderr, "abort %d: %s\n", i, msg);
+				_exit(2);
+			}
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	msleep(300);
+	close(go[1]); /* all begin at once */
+	for (int i = 0; i < BEGINS; i++) {
+		int wst;
+		cr_assert(waitpid(b[i], &wst, 0) == b[i]);
+		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+			  "begin %d of %d, started in parallel in a fresh directory, failed (status 0x%x; 1: begin, 2: "
+			  "abort)",
+			  i + 1, BEGINS, wst);
+	}
+	msleep(500);
+	bystanders_check(by, 1, stop[1], out[0]);
+	finish();
+}
+
+/* Issue 24, Required: shells beginning, writing and committing in
+ * parallel -- SHELLS of them, in one freshly made directory, ROUNDS rounds
+ * each -- with bystanders in that directory and two below it calling
+ * getcwd() every 10 ms: no failure of any kind. */
+Test(tx, parallel_shells_keep_bystanders_cwd, .timeout = 300)
+{
+	enum { SHELLS = 8, ROUNDS = 100, BY = 3 };
+	static const char *const dirs[BY] = {"d", "d/s1", "d/s1/s2"};
+	int stop[2], out[2];
+	pid_t by[BY], sh[SHELLS];
+	need_tools();
+	start();
+	for (int i = 0; i < BY; i++)
+		cr_assert(mkdir(mp(dirs[i]), 0755) == 0);
+	cr_assert(pipe(stop) == 0 && pipe(out) == 0);
+	for (int i = 0; i < BY; i++)
+		by[i] = bystander(mp(dirs[i]), stop[0], stop[1], out[1]);
+	close(stop[0]);
+	close(out[1]);
+	double t0 = now_s();
+	for (int i = 0; i < SHELLS; i++) {
+		char script[512];
+		snprintf(script, sizeof script,
+			 "i=0; while [ $i -lt %d ]; do "
+			 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
+			 "echo $i >> f%d || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
+			 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
+			 "i=$((i+1)); done",
+			 ROUNDS, i, i, i, i);
+		sh[i] = fork();
+		cr_assert(sh[i] >= 0);
+		if (sh[i] == 0) {
+			close(stop[1]);
+			close(out[0]);
+			unsetenv("TPFS_MOUNT"); /* the mount is found from the current directory */
+			if (chdir(mp("d")) != 0)
+				_exit(9);
+			execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+			_exit(8);
+		}
+	}
+	for (int i = 0; i < SHELLS; i++) {
+		int wst;
+		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
+		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
+	}
+	cr_log_info("%d shells x %d rounds: %.1f s", SHELLS, ROUNDS, now_s() - t0);
+	bystanders_check(by, BY, stop[1], out[0]);
+	for (int i = 0; i < SHELLS; i++) { /* every round committed */
+		char rel[32], buf[VIEW_MAX];
+		snprintf(rel, sizeof rel, "d/f%d", i);
+		cr_assert(nm_read(rel, buf, sizeof buf) > 0);
+		int lines = 0;
+		for (char *p = buf; *p; p++)
+			lines += *p == '\n';
+		cr_expect(lines == ROUNDS, "d/f%d has %d lines after %d committed rounds", i, lines, ROUNDS);
+	}
+	finish();
+}
+
+/* C6 with names only expired (the kernel keeps the dentry, marked to be
+ * asked about): a name a non-member looked up just before the first
+ * transaction still leads a member to its own view -- its write is the
+ * transaction's, not a plain call through the shared inode. */
+Test(tx, begin_expires_kept_names, .timeout = 60)
+{
+	char buf[256];
+	struct stat st;
+	start();
+	cr_assert(mkdir(mp("d"), 0755) == 0);
+	put("d/k", "old\n");
+	cr_assert(stat(mp("d/k"), &st) == 0); /* kept by the kernel for the entry timeout */
+	tsh *s = tsh_open("T", 1);
+	SH_OK(s, "echo new > d/k");
+	mcheck(s, "new", "cat d/k");
+	cr_expect(nm_read("d/k", buf, sizeof buf) > 0 && !strcmp(buf, "old\n"),
+		  "a non-member reads d/k as \"%s\" while the member's write is uncommitted: the member reached the "
+		  "shared inode through a name the kernel kept from before the begin (C6)",
+		  buf);
+	tsh_abort(s);
+	finish();
+}
+
+/* tools/tpfs_tx_mount.c M5: a process whose working directory has no path
+ * (removed; or, before C6 only expired names, dropped by another user's
+ * begin) still finds the mount it is on, from the directory's device --
+ * not $TPFS_MOUNT, not "no tpfs mount contains the current directory". */
+Test(tx, mount_found_from_a_directory_without_a_path, .timeout = 60)
+{
+	start();
+	cr_assert(mkdir(mp("gone"), 0755) == 0);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		char m[PATH_MAX], msg[TPFS_TX_MSG_MAX], cwd[PATH_MAX];
+		setenv("TPFS_MOUNT", "/nonexistent-tpfs", 1);
+		if (chdir(mp("gone")) != 0 || rmdir(mp("gone")) != 0)
+			_exit(3);
+		if (getcwd(cwd, sizeof cwd)) {
+			fprintf(stderr, "getcwd still works in a removed directory: %s\n", cwd);
+			_exit(4);
+		}
+		if (tpfs_tx_find_mount(NULL, m, sizeof m, msg, sizeof msg) != 0) {
+			fprintf(stderr, "tpfs_tx_find_mount: %s\n", msg);
+			_exit(1);
+		}
+		if (strcmp(m, g_m.mnt) != 0) {
+			fprintf(stderr, "tpfs_tx_find_mount chose %s, not %s\n", m, g_m.mnt);
+			_exit(2);
+		}
+		_exit(0);
+	}
+	int wst;
+	cr_assert(waitpid(c, &wst, 0) == c);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+		  "in a removed directory of the mount, the mount was not found from the current directory "
+		  "(status 0x%x: 1 failed, 2 another mount, 3/4 setup)",
+		  wst);
+	finish();
+}
