@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "etcd.h"
+#include "rados.h"
 
 static inline const char *cl_env(const char *name)
 {
@@ -57,6 +58,17 @@ static inline etcd_client *cl_etcd(void)
 		getenv("TPFS_CLUSTER"), etcd_errmsg());
 	etcd_range_free(r);
 	return c;
+}
+
+/* A RADOS handle on $TPFS_CEPH_CONF / $TPFS_RADOS_POOL / $TPFS_RADOS_CLIENT. */
+static inline radosc *cl_rados(void)
+{
+	radosc *r;
+	int rc = radosc_open(cl_env("TPFS_CEPH_CONF"), cl_env("TPFS_RADOS_POOL"),
+		getenv("TPFS_RADOS_CLIENT"), &r);
+	cr_assert_eq(rc, 0, "the Ceph cluster does not answer (scripts/cluster status): %s",
+		radosc_errmsg());
+	return r;
 }
 
 /* The pid in $TPFS_CLUSTER_DIR/run/NAME.pid (asserted alive). */
