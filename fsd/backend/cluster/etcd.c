@@ -529,7 +529,7 @@ static int request(etcd_client *c, const char *path, json_object *req, json_obje
 	if (!(h = handle_get(c)))
 		return set_err(-ENOMEM, "etcd: out of memory (curl handle)");
 	for (;;) {
-		size_t i = atomic_load(&c->cur) % c->nep;
+		size_t seen = atomic_load(&c->cur), i = seen % c->nep;
 		rc = post_once(c, h, c->eps[i], path, body, blen, out, &transient);
 		if (rc == 0 || !transient)
 			break;
@@ -542,7 +542,8 @@ static int request(etcd_client *c, const char *path, json_object *req, json_obje
 				path, ETCD_DEADLINE_MS, last);
 			break;
 		}
-		atomic_compare_exchange_strong(&c->cur, &(size_t){i}, i + 1); /* E2 */
+		/* E2: from the value read, never from its index (c->cur only grows) */
+		atomic_compare_exchange_strong(&c->cur, &seen, seen + 1);
 		if (tries % c->nep == 0)
 			sleep_ms(100);
 	}
