@@ -279,7 +279,7 @@ Test(etcd, lost_update_race, .timeout = 180)
 Test(etcd, txn_of_10000_puts, .timeout = 300)
 {
 	etcd_client *c = cl_etcd();
-	char p[128], k[200], v[128], end[200];
+	char p[128], k[200], v[512], end[200];
 	etcd_txn *t;
 	etcd_range *r;
 	int ok, rc;
@@ -290,7 +290,8 @@ Test(etcd, txn_of_10000_puts, .timeout = 300)
 	cr_assert_eq(etcd_txn_new(&t), 0);
 	for (int i = 0; i < 10000; i++) {
 		snprintf(k, sizeof k, "%sfile-%05d", p, i);
-		snprintf(v, sizeof v, "inode %d: a value of some length, like a small inode record", i);
+		/* 400 bytes: the request is ~10 MiB, over etcd's default 1.5 MiB */
+		snprintf(v, sizeof v, "inode %05d: %0390d", i, i);
 		cr_assert_eq(etcd_txn_compare(t, k, strlen(k), ETCD_VERSION, ETCD_EQ, 0), 0);
 		cr_assert_eq(etcd_txn_put(t, k, strlen(k), v, strlen(v), 0), 0);
 	}
@@ -298,12 +299,21 @@ Test(etcd, txn_of_10000_puts, .timeout = 300)
 	rc = etcd_txn_commit(c, t, &ok, NULL);
 	cr_assert_eq(rc, 0, "a txn of 10,000 compares + 10,000 puts: %s", etcd_errmsg());
 	cr_assert(ok);
-	printf("txn_of_10000_puts: 10,000 compares + 10,000 puts committed in %.0f ms\n",
+	printf("txn_of_10000_puts: 10,000 compares + 10,000 puts of 400 bytes committed in %.0f ms\n",
 		(double)(cl_now_us() - t0) / 1000);
 	etcd_txn_free(t);
 	elen = etcd_prefix_end(p, strlen(p), end);
 	cr_assert_eq(etcd_range_get(c, p, strlen(p), end, elen, 1, 0, &r), 0, "%s", etcd_errmsg());
 	cr_assert_eq(r->count, 10000, "count %lld after the big txn", (long long)r->count);
+	etcd_range_free(r);
+	/* all of it in one answer of ~8 MiB (over gRPC's default 4 MiB) */
+	cr_assert_eq(etcd_range_get(c, p, strlen(p), end, elen, 0, 0, &r), 0, "%s", etcd_errmsg());
+	cr_assert_eq(r->n, 10000);
+	cr_assert(!r->more);
+	snprintf(k, sizeof k, "%sfile-%05d", p, 9999);
+	cr_assert_str_eq(r->kvs[9999].key, k);
+	snprintf(v, sizeof v, "inode %05d: %0390d", 9999, 9999);
+	cr_assert_str_eq(r->kvs[9999].value, v);
 	etcd_range_free(r);
 
 	/* past the limit (65,536 ops): refused as a whole, with the setting named */
