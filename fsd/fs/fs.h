@@ -4,7 +4,7 @@
  * decode a request, call one fs_* function, and reply; they know nothing of
  * the schema.
  *
- * Schema (trees of the store, core/include/tp.h):
+ * Schema (trees of the store, fsd/backend/backend.h):
  *   inode   u64 ino -> fs_inode record (FS_INODE_BYTES, little-endian)
  *   dirent  u64 parent (big-endian) + u64 name hash (big-endian) + name
  *           -> u64 child ino + u8 type; readdir goes in hash order, so a
@@ -51,7 +51,7 @@ typedef struct fs_options {
 	int sync;               /* every call durable on return */
 	int readonly;
 	int quiet;
-	int progress; /* a long recovery shows how far it is on a terminal (tp.h) */
+	int progress; /* a long recovery shows how far it is on a terminal (backend.h) */
 	const char *logdir;     /* the store's log is here now, not where mkfs put it */
 	uint32_t tx_wait_ms;      /* fs_tx.c X8: the longest a plain write waits in all for
 				     transactions' locks before they yield (500) */

@@ -1,6 +1,6 @@
 /*
  * fs_check -- the offline checker behind `tpfs check STORE`: read-only, it
- * verifies every engine tree (tp_verify: order, fences, links, space, no
+ * verifies every engine tree (be_verify: order, fences, links, space, no
  * page leaked or shared) and the file-system invariants:
  *   C1  every directory entry names an existing inode, and a directory's
  *       entry is in the directory its parent field names;
@@ -14,10 +14,10 @@
  *   C5  an inode's block count is the number of its blocks;
  *   C6  a symlink's target is 1 to FS_SYMLINK_MAX bytes, held whole in
  *       its first blocks (no hole: size / bsize rounded up, with C4);
- *   C7  the store is private to its owner (tp_private): no file or
+ *   C7  the store is private to its owner (be_private): no file or
  *       directory of it, or of its log directory, open to group or others.
  * A store that was not closed cleanly is checked as recovery leaves it:
- * the read-only open recovers it in memory and writes nothing (tp.h).
+ * the read-only open recovers it in memory and writes nothing (backend.h).
  */
 #include "fs_int.h"
 
@@ -65,16 +65,16 @@ static ck_inode *find(ck *k, uint64_t ino)
 
 static int load_inodes(fs *f, ck *k)
 {
-	tp_cursor *c;
-	int rc = tp_cursor_open(NULL, f->inodes, &c);
+	be_cursor *c;
+	int rc = be_cursor_open(NULL, f->inodes, &c);
 	if (rc)
 		return rc;
-	for (rc = tp_cursor_seek(c, NULL, 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = be_cursor_seek(c, NULL, 0, BE_FIRST); rc == 0; rc = be_cursor_next(c)) {
 		const void *key, *val;
 		size_t kl, vl;
 		fs_inode in;
 		fs_op op = {.f = f};
-		tp_cursor_get(c, &key, &kl, &val, &vl);
+		be_cursor_get(c, &key, &kl, &val, &vl);
 		uint64_t ino;
 		memcpy(&ino, key, 8);
 		if ((rc = fs_iget(&op, ino, &in)) != 0)
@@ -92,20 +92,20 @@ static int load_inodes(fs *f, ck *k)
 		k->v[k->n++] = (ck_inode){.ino = ino, .parent = in.parent, .size = in.size, .blocks = in.blocks,
 					  .mode = in.mode, .nlink = in.nlink};
 	}
-	tp_cursor_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	be_cursor_close(c);
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 static int scan_dirents(fs *f, ck *k)
 {
-	tp_cursor *c;
-	int rc = tp_cursor_open(NULL, f->dirents, &c);
+	be_cursor *c;
+	int rc = be_cursor_open(NULL, f->dirents, &c);
 	if (rc)
 		return rc;
-	for (rc = tp_cursor_seek(c, NULL, 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = be_cursor_seek(c, NULL, 0, BE_FIRST); rc == 0; rc = be_cursor_next(c)) {
 		const unsigned char *key, *val;
 		size_t kl, vl;
-		tp_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
+		be_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
 		uint64_t parent = fs_getbe64(key), child;
 		if (kl < 17 || vl != 9) {
 			PROBLEM("a directory entry of inode %" PRIu64 " is malformed", parent);
@@ -130,25 +130,25 @@ static int scan_dirents(fs *f, ck *k)
 					child, parent, ch->parent);
 		}
 	}
-	tp_cursor_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	be_cursor_close(c);
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 static int scan_blocks(fs *f, ck *k)
 {
 	unsigned char *buf = malloc(f->bsize);
-	tp_cursor *c;
+	be_cursor *c;
 	int rc;
 	if (!buf)
 		return ENOMEM;
-	if ((rc = tp_cursor_open(NULL, f->data, &c)) != 0) {
+	if ((rc = be_cursor_open(NULL, f->data, &c)) != 0) {
 		free(buf);
 		return rc;
 	}
-	for (rc = tp_cursor_seek(c, NULL, 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = be_cursor_seek(c, NULL, 0, BE_FIRST); rc == 0; rc = be_cursor_next(c)) {
 		const unsigned char *key, *val;
 		size_t kl, vl;
-		tp_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
+		be_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
 		uint64_t ino = fs_getbe64(key), b = fs_getbe64(key + 8), start = b * f->bsize;
 		ck_inode *in = find(k, ino);
 		if (kl != 16 || !in) {
@@ -168,21 +168,21 @@ static int scan_blocks(fs *f, ck *k)
 				}
 		}
 	}
-	tp_cursor_close(c);
+	be_cursor_close(c);
 	free(buf);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 static int scan_orphans(fs *f, ck *k)
 {
-	tp_cursor *c;
-	int rc = tp_cursor_open(NULL, f->orphans, &c);
+	be_cursor *c;
+	int rc = be_cursor_open(NULL, f->orphans, &c);
 	if (rc)
 		return rc;
-	for (rc = tp_cursor_seek(c, NULL, 0, TP_FIRST); rc == 0; rc = tp_cursor_next(c)) {
+	for (rc = be_cursor_seek(c, NULL, 0, BE_FIRST); rc == 0; rc = be_cursor_next(c)) {
 		const void *key;
 		uint64_t ino;
-		tp_cursor_get(c, &key, NULL, NULL, NULL);
+		be_cursor_get(c, &key, NULL, NULL, NULL);
 		memcpy(&ino, key, 8);
 		ck_inode *in = find(k, ino);
 		if (in)
@@ -190,8 +190,8 @@ static int scan_orphans(fs *f, ck *k)
 		else
 			PROBLEM("orphan %" PRIu64 " has no inode", ino);
 	}
-	tp_cursor_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	be_cursor_close(c);
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 /* C3: marks everything reachable from the root (directories by their
@@ -214,15 +214,15 @@ static int reach(fs *f, ck *k)
 	while (head < tail && !rc) {
 		uint64_t dir = queue[head++];
 		unsigned char kk[8];
-		tp_cursor *c;
+		be_cursor *c;
 		fs_be64(kk, dir);
-		if ((rc = tp_cursor_open(NULL, f->dirents, &c)) != 0)
+		if ((rc = be_cursor_open(NULL, f->dirents, &c)) != 0)
 			break;
-		for (rc = tp_cursor_seek(c, kk, 8, TP_SEEK_GE); rc == 0; rc = tp_cursor_next(c)) {
+		for (rc = be_cursor_seek(c, kk, 8, BE_SEEK_GE); rc == 0; rc = be_cursor_next(c)) {
 			const unsigned char *key, *val;
 			size_t kl, vl;
 			uint64_t child;
-			tp_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
+			be_cursor_get(c, (const void **)&key, &kl, (const void **)&val, &vl);
 			if (kl < 16 || memcmp(key, kk, 8) != 0)
 				break;
 			memcpy(&child, val, 8);
@@ -233,8 +233,8 @@ static int reach(fs *f, ck *k)
 					queue[tail++] = child;
 			}
 		}
-		tp_cursor_close(c);
-		if (rc == TP_ENOTFOUND)
+		be_cursor_close(c);
+		if (rc == BE_ENOTFOUND)
 			rc = 0;
 	}
 	free(queue);
@@ -256,9 +256,9 @@ int fs_check(const char *store, void *errp, int verbose)
 	fs *f;
 	int rc;
 
-	(void)tp_private(store, NULL, 0, loose_path, k, NULL); /* C7; an error: fs_mount says why */
+	(void)be_private(store, NULL, 0, loose_path, k, NULL); /* C7; an error: fs_mount says why */
 	if ((rc = fs_mount(store, &o, &f)) != 0) { /* read-only: writes nothing, recovers in memory */
-		const char *m = tp_errmsg();
+		const char *m = be_errmsg(NULL);
 		size_t n = strlen(store); /* (the message names the store's file itself) */
 		if (m && *m && strncmp(m, store, n) == 0 && (m[n] == ':' || m[n] == '/'))
 			fprintf(err, "tpfs check: cannot check %s\n", m);
@@ -266,12 +266,12 @@ int fs_check(const char *store, void *errp, int verbose)
 			fprintf(err, "tpfs check: %s: cannot check it: %s\n", store, m && *m ? m : strerror(-rc));
 		return rc;
 	}
-	if (tp_recovered(f->env))
+	if (be_recovered(f->be))
 		fprintf(err, "tpfs check: %s: the store was not closed cleanly: checking it as recovery leaves it "
 			     "(recovered in memory; nothing written)\n",
 			store);
-	if ((rc = tp_verify(f->env, 0, verbose ? err : NULL)) != 0) {
-		PROBLEM("%s", tp_errmsg());
+	if ((rc = be_verify(f->be, verbose ? err : NULL)) != 0) {
+		PROBLEM("%s", be_errmsg(f->be));
 		rc = 0;
 	}
 	if (!rc)
@@ -314,7 +314,7 @@ int fs_check(const char *store, void *errp, int verbose)
 				in->nblocks);
 	}
 	if (rc) {
-		fprintf(err, "tpfs check: %s: %s\n", store, tp_strerror(rc));
+		fprintf(err, "tpfs check: %s: %s\n", store, be_strerror(rc));
 	} else if (verbose || k->bad) {
 		fprintf(err, "tpfs check: %s: %" PRIu64 " directories, %" PRIu64 " other inodes, %" PRIu64 " blocks: %s\n",
 			store, dirs, files, blocks, k->bad ? "PROBLEMS FOUND" : "clean");

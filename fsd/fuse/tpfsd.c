@@ -18,7 +18,7 @@
  *     directory for / when it detaches, and the engine opens log segments
  *     by path long after.
  * D5  Before the store is opened, it is made private to its owner again if
- *     anything of it is open to group or others (tp_private; each path is
+ *     anything of it is open to group or others (be_private; each path is
  *     logged with its old and new mode).  A read-only mount changes
  *     nothing, so it refuses such a store, naming each path.
  * D6  The mount point is looked at in the mount table, after the store
@@ -36,7 +36,7 @@
  * once the store is mounted read-write, every message also goes to the
  * log file STORE/tpfsd.log (FSD_LOGFILE), so that nothing is lost on a
  * machine without syslog: mode 0600 like every store file (io.c I8, so
- * that tp_private and `tpfs check` C7 find nothing open to others),
+ * that be_private and `tpfs check` C7 find nothing open to others),
  * written only with pwrite at its end (as io.c writes the store: the fs
  * crash tests' power-cut shim journals it like the other store files),
  * and bounded: past FSD_LOGFILE_MAX bytes it becomes tpfsd.log.1, replacing
@@ -67,7 +67,7 @@
 #include "fs.h"
 #include "fs_lock.h"
 #include "fsd_ops.h"
-#include "tp.h"
+#include "backend.h"
 
 #ifndef TPFS_VERSION
 #define TPFS_VERSION "0.1.0"
@@ -920,12 +920,12 @@ static void loose_path(void *arg, const char *path, unsigned mode, unsigned want
 static int make_private(const conf *c)
 {
 	unsigned n = 0;
-	int rc = tp_private(c->store_abs, c->logdir, !c->fo.readonly, loose_path, (void *)c, &n);
+	int rc = be_private(c->store_abs, c->logdir, !c->fo.readonly, loose_path, (void *)c, &n);
 	if (rc < 0) /* not a store, or no log directory: fs_mount says why */
 		return 0;
 	if (rc) {
 		fsd_log(LOG_ERR, "%s: not mounted: cannot make the store private to its owner: %s", c->store_abs,
-			tp_errmsg());
+			be_errmsg(NULL));
 		return -1;
 	}
 	if (n && c->fo.readonly) {
