@@ -186,16 +186,28 @@ int fs_stat_fs(fs *f, fs_statfs *out);
  * EDEADLK (or ECONNABORTED) until fs_tx_end.  Handles are counted: every
  * fs_tx_* that returns one took a reference for fs_tx_put. */
 enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
-/* What the kernel's caches must drop when a transaction ends, and after a
- * member's change (fsd): an inode (its attributes and pages), or the entry
- * name in directory parent (name != NULL); view is the transaction's
- * (fs_tx_view), or 0 if the kernel was never given a node id of its own
- * (fs_tx_mark_aliased). */
-typedef void (*fs_notify_fn)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
-/* The kernel should hold data (size bytes) as the whole content of
- * regular file ino, about to be committed (fs_tx.c X6). */
-typedef void (*fs_grow_fn)(void *ctx, uint64_t ino, const void *data, size_t size);
-void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx);
+/* Who keeps copies of the file system's objects (the daemon: the
+ * kernel's caches) is told what a transaction's end changes (fs_tx.c X6),
+ * from a thread of the layer's own, while the commit's locks still keep
+ * every other call from reading it.
+ *   changed: these objects changed: an inode (its attributes and data), or
+ *            the entry name in directory ino (name != NULL); view is the
+ *            transaction's (fs_tx_view), or 0 if its own objects were
+ *            never shown (fs_tx_mark_aliased).
+ *   content: regular file ino, about to be committed, holds exactly these
+ *            size bytes (may be NULL).
+ *   blocked: 1 (or -1: cannot tell) if thread tid, inside changed or
+ *            content, waits for something that a call waiting for the
+ *            commit's locks may hold: the commit then stops waiting for it
+ *            and releases its locks. */
+typedef struct fs_observer {
+	void (*changed)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
+	void (*content)(void *ctx, uint64_t ino, const void *data, size_t size);
+	int (*blocked)(void *ctx, pid_t tid);
+	void *ctx;
+} fs_observer;
+/* o NULL: none (stops the thread after its last job). */
+void fs_set_observer(fs *f, const fs_observer *o);
 /* Begins a transaction bound to process pid (start: its start time; ppid:
  * its parent); view: fs_tx_view's (not 0); aliased: the kernel may hold
  * inodes of this view already (fs_tx_mark_aliased). */
@@ -274,9 +286,6 @@ void fs_interrupt_done(fs *f, pid_t tid);
  * inside a transaction asked for it three times. */
 pid_t fs_thread_id(void);
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
-/* Whether process or thread pid sleeps uninterruptibly (state D of
- * /proc/PID/stat): 1, 0, or -1 when that cannot be read. */
-int fs_sleeps_in_kernel(pid_t pid);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);
 

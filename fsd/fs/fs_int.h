@@ -86,9 +86,7 @@ struct fs {
 	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */
 	char history[16][400];      /* how the last transactions ended */
 	unsigned nhistory;
-	fs_notify_fn notify;        /* cache invalidation (fsd) */
-	fs_grow_fn grow;            /* a file's new size, pushed to the kernel (fs_tx.c X6) */
-	void *notify_ctx;
+	fs_observer obs;            /* told what commits change (fs_tx.c X6); obs.changed NULL: no one */
 	/* the invalidation thread of commits (fs_tx.c X6), under imu */
 	pthread_mutex_t imu;
 	pthread_cond_t icv, idone;

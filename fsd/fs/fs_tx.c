@@ -128,9 +128,9 @@ struct fs_tx {
 
 static void *inval_thread(void *arg);
 
-void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
+void fs_set_observer(fs *f, const fs_observer *o)
 {
-	if (!fn && f->irunning) { /* stop the thread of X6 after its last job */
+	if (!o && f->irunning) { /* stop the thread of X6 after its last job */
 		pthread_mutex_lock(&f->imu);
 		f->istop = 1;
 		pthread_cond_signal(&f->icv);
@@ -138,10 +138,8 @@ void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
 		pthread_join(f->ithr, NULL);
 		f->irunning = 0;
 	}
-	f->notify = fn;
-	f->grow = grow;
-	f->notify_ctx = ctx;
-	if (fn && !f->irunning) {
+	f->obs = o ? *o : (fs_observer){0};
+	if (f->obs.changed && !f->irunning) {
 		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS"); /* tests only: tests/tx */
 		f->idelay_ms = d ? (unsigned)strtoul(d, NULL, 10) : 0;
 		f->istop = 0;
@@ -170,7 +168,7 @@ int fs_tx_aliased(const fs_tx *tx) { return __atomic_load_n(&tx->aliased, __ATOM
 
 uint64_t fs_tx_view(const fs_tx *tx) { return tx->view; }
 
-/* The view the notifications of tx's end carry (fs_notify_fn). */
+/* The view the notifications of tx's end carry (fs_observer). */
 static uint64_t notify_id(const fs_tx *tx) { return fs_tx_aliased(tx) ? tx->view : 0; }
 
 int fs_root_private(const fs *f) { return __atomic_load_n(&f->root_private, __ATOMIC_ACQUIRE); }
@@ -366,7 +364,7 @@ typedef struct inval_item {
 
 typedef struct inval_job {
 	struct inval_job *next;
-	uint64_t view; /* fs_notify_fn's */
+	uint64_t view; /* fs_observer's */
 	inval_item *v;
 	size_t n;
 	int done, refs; /* under f->imu */
@@ -469,9 +467,9 @@ static inval_job *job_of(uint64_t view, fs_ws *ws)
 static void job_run(fs *f, const inval_job *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
-		if (j->v[i].data && f->grow)
-			f->grow(f->notify_ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
-		f->notify(f->notify_ctx, j->view, j->v[i].ino, j->v[i].name, j->v[i].len);
+		if (j->v[i].data && f->obs.content)
+			f->obs.content(f->obs.ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
+		f->obs.changed(f->obs.ctx, j->view, j->v[i].ino, j->v[i].name, j->v[i].len);
 	}
 }
 
@@ -521,7 +519,7 @@ static void job_contents(fs_tx *tx, inval_job *j)
 
 static void notify_all(fs *f, uint64_t view, fs_ws *ws)
 {
-	if (!f->notify || !ws)
+	if (!f->obs.changed || !ws)
 		return;
 	inval_job *j = job_of(view, ws);
 	if (j)
@@ -579,20 +577,10 @@ static void *inval_thread(void *arg)
 #define INVAL_WAIT_NS 20000000ll
 #define INVAL_CAP_NS 5000000000ll
 
-int fs_sleeps_in_kernel(pid_t pid)
+/* Whether the observer's thread is blocked (unknown counts as blocked). */
+static int observer_blocked(fs *f)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	const char *r = strrchr(buf, ')');
-	if (!r || r[1] != ' ' || !r[2])
-		return -1;
-	return r[2] == 'D';
+	return !f->obs.blocked || f->obs.blocked(f->obs.ctx, __atomic_load_n(&f->itid, __ATOMIC_RELAXED)) != 0;
 }
 
 static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job_contents; taken */
@@ -615,7 +603,7 @@ static void notify_before_release(fs *f, inval_job *j) /* j: job_sizes, then job
 			;
 		waited += INVAL_WAIT_NS;
 		/* (unknown counts as asleep: not waited on, as before) */
-		if (j->done || waited >= INVAL_CAP_NS || fs_sleeps_in_kernel(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)))
+		if (j->done || waited >= INVAL_CAP_NS || observer_blocked(f))
 			break;
 	}
 	if (!j->done)
@@ -931,7 +919,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 	}
 	__atomic_store_n(&tx->committing, 1, __ATOMIC_RELAXED); /* X8: writers wait for the commit's end */
 	wait_plain_readers(f, tx->ws); /* X7 */
-	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
+	inval_job *inv = f->obs.changed && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
 		job_sizes(tx, inv);
 	rc = apply(tx);

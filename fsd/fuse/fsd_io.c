@@ -33,6 +33,8 @@
 #include <linux/fuse.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -125,3 +127,19 @@ int fsd_io_expire_entry(uint64_t parent, const char *name, size_t len)
 }
 
 int fsd_io_killpriv_v2(void) { return atomic_load(&killpriv_v2); }
+
+int fsd_io_sleeps_in_kernel(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	const char *r = strrchr(buf, ')');
+	if (!r || r[1] != ' ' || !r[2])
+		return -1;
+	return r[2] == 'D';
+}

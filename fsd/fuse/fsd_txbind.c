@@ -753,12 +753,20 @@ static void grow(void *ctx, uint64_t ino, const void *data, size_t size)
 	(void)fuse_lowlevel_notify_store(x->se, ino, 0, &b, 0);
 }
 
-/* C4: the fs layer's callback at the end of a transaction (fs_set_notify) */
+/* C4: the fs layer's callback at the end of a transaction (fs_observer.changed) */
 static void notify(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len)
 {
 	inval(ctx, ino, name, len);
 	if (view && ino != FS_ROOT_INO)
 		inval(ctx, ino | view << FSD_ALIAS_SHIFT, name, len);
+}
+
+/* C4: the invalidating thread sleeps in the kernel, most likely behind a
+ * lock that a request waiting for the commit holds (fs_tx.c X6). */
+static int observer_blocked(void *ctx, pid_t tid)
+{
+	(void)ctx;
+	return fsd_io_sleeps_in_kernel(tid);
 }
 
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name)
@@ -901,7 +909,7 @@ static int blocked_in_kernel(pid_t pid, void *ctx)
 {
 	char path[64], buf[512];
 	(void)ctx;
-	if (fs_sleeps_in_kernel(pid) != 1)
+	if (fsd_io_sleeps_in_kernel(pid) != 1)
 		return 0;
 	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
 	FILE *fp = fopen(path, "re");
@@ -1064,7 +1072,7 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 	}
 	x->running = 1;
 	d->txs = x;
-	fs_set_notify(d->fs, notify, grow, x);
+	fs_set_observer(d->fs, &(fs_observer){.changed = notify, .content = grow, .blocked = observer_blocked, .ctx = x});
 	return 0;
 }
 
@@ -1080,7 +1088,7 @@ void fsd_tx_stop(fsd *d)
 	wake(x);
 	if (x->running)
 		pthread_join(x->reaper, NULL);
-	fs_set_notify(d->fs, NULL, NULL, NULL);
+	fs_set_observer(d->fs, NULL);
 	for (int i = 0; i < x->nb; i++) {
 		close(x->b[i].fd);
 		fs_tx_put(x->b[i].tx);
