@@ -110,10 +110,7 @@ void fsd_tx_stop(fsd *d);
 
 extern const struct fuse_lowlevel_ops fsd_ops;
 
-/* The daemon's log: stderr in the foreground, syslog once daemonized
- * (tpfsd.c).  prio is a syslog priority (LOG_ERR, ...). */
-void fsd_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The log file every message also goes to (STORE/tpfsd.log), or NULL. */
-const char *fsd_log_file(void);
+/* The daemon's log (fsd_log.h). */
+#include "fsd_log.h"
 
 #endif

@@ -31,17 +31,7 @@
  * writes a checkpoint (the next mount needs no redo).  Its result is the
  * exit status.  Signals are blocked during shutdown.
  *
- * Logging: stderr in the foreground; syslog (facility daemon) once
- * detached, where what the engine writes to stderr is forwarded too.  And,
- * once the store is mounted read-write, every message also goes to the
- * log file STORE/tpfsd.log (FSD_LOGFILE), so that nothing is lost on a
- * machine without syslog: mode 0600 like every store file (io.c I8, so
- * that be_private and `tpfs check` C7 find nothing open to others),
- * written only with pwrite at its end (as io.c writes the store: the fs
- * crash tests' power-cut shim journals it like the other store files),
- * and bounded: past FSD_LOGFILE_MAX bytes it becomes tpfsd.log.1, replacing
- * the one before, and a new one begins.  Not under -o ro: nothing is
- * written to the store then.  `tpfs stat` names it.
+ * Logging: fsd_log.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +54,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fsd_io.h"
+#include "fsd_log.h"
 #include "fs.h"
 #include "fs_lock.h"
 #include "fsd_ops.h"
@@ -175,123 +166,6 @@ static const char usage_more[] =
 /* ---------------------------------------------------------------------- */
 /* Logging                                                                */
 
-static int log_syslog; /* detached: syslog instead of stderr */
-static int log_debug;  /* -d */
-
-#define FSD_LOGFILE "tpfsd.log"
-#define FSD_LOGFILE_MAX (1u << 20)
-static pthread_mutex_t logfile_mu = PTHREAD_MUTEX_INITIALIZER;
-static int logfile_fd = -1;        /* under logfile_mu; -1: none */
-static uint64_t logfile_off;       /* under logfile_mu: its size */
-static char logfile_path[PATH_MAX]; /* set once, before any thread */
-
-static int logfile_open_locked(void)
-{
-	struct stat st;
-	int fd = open(logfile_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	if (fchmod(fd, 0600) != 0 || fstat(fd, &st) != 0) { /* I8: whatever the umask */
-		close(fd);
-		return -1;
-	}
-	logfile_fd = fd;
-	logfile_off = (uint64_t)st.st_size;
-	return 0;
-}
-
-/* Starts the log file of the mounted store: 0, or an errno. */
-static int logfile_start(const char *store)
-{
-	int rc = 0;
-	if (snprintf(logfile_path, sizeof logfile_path, "%s/%s", store, FSD_LOGFILE) >= (int)sizeof logfile_path)
-		return ENAMETOOLONG;
-	pthread_mutex_lock(&logfile_mu);
-	if (logfile_open_locked() != 0)
-		rc = errno;
-	pthread_mutex_unlock(&logfile_mu);
-	if (rc)
-		logfile_path[0] = 0;
-	return rc;
-}
-
-const char *fsd_log_file(void) { return logfile_path[0] ? logfile_path : NULL; }
-
-/* One line, with the time and pid; the file turned over at its bound. */
-static void logfile_put(const char *text)
-{
-	char line[1200], ts[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	int n = snprintf(line, sizeof line, "%s tpfsd[%d]: %s\n", ts, (int)getpid(), text);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof line) {
-		n = (int)sizeof line - 1;
-		line[n - 1] = '\n';
-	}
-	pthread_mutex_lock(&logfile_mu);
-	if (logfile_fd >= 0 && logfile_off + (uint64_t)n > FSD_LOGFILE_MAX && logfile_off > 0) {
-		char old[PATH_MAX + 2];
-		snprintf(old, sizeof old, "%s.1", logfile_path);
-		close(logfile_fd);
-		logfile_fd = -1;
-		if (rename(logfile_path, old) == 0 || errno == ENOENT)
-			(void)logfile_open_locked();
-	}
-	if (logfile_fd >= 0 && pwrite(logfile_fd, line, (size_t)n, (off_t)logfile_off) == n)
-		logfile_off += (uint64_t)n;
-	pthread_mutex_unlock(&logfile_mu);
-}
-
-static void logfile_vput(const char *fmt, va_list ap)
-{
-	char text[1024];
-	if (logfile_fd < 0) /* a hint: rechecked under the lock */
-		return;
-	vsnprintf(text, sizeof text, fmt, ap);
-	text[strcspn(text, "\n")] = 0;
-	if (text[0])
-		logfile_put(text);
-}
-
-void fsd_log(int prio, const char *fmt, ...)
-{
-	va_list ap;
-	if (prio >= LOG_DEBUG && !log_debug)
-		return;
-	va_start(ap, fmt);
-	va_list ap2;
-	va_copy(ap2, ap);
-	logfile_vput(fmt, ap2);
-	va_end(ap2);
-	if (log_syslog) {
-		vsyslog(prio, fmt, ap);
-	} else {
-		fputs("tpfsd: ", stderr);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-	}
-	va_end(ap);
-}
-
-/* libfuse's messages; they end with a newline. */
-static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	if ((int)level >= LOG_DEBUG && !log_debug)
-		return;
-	va_list ap2;
-	va_copy(ap2, ap);
-	logfile_vput(fmt, ap2);
-	va_end(ap2);
-	if (log_syslog)
-		vsyslog((int)level, fmt, ap);
-	else
-		vfprintf(stderr, fmt, ap);
-}
-
 /* Once detached, fd 2 is a pipe whose lines this thread sends to syslog:
  * whatever the engine or a library writes to stderr is kept. */
 static pthread_t stderr_thread;
@@ -307,7 +181,7 @@ static void *stderr_main(void *arg)
 		line[strcspn(line, "\n")] = 0;
 		if (line[0]) {
 			syslog(LOG_ERR, "%s", line);
-			logfile_put(line);
+			fsd_log_line(line);
 		}
 	}
 	fclose(in);
@@ -728,7 +602,7 @@ static void detach_finish(int verdict_fd)
 	int null = open("/dev/null", O_RDWR), p[2];
 	if (chdir("/") != 0)
 		fsd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
-	log_syslog = 1;
+	fsd_log_to_syslog();
 	if (null >= 0) {
 		dup2(null, 0);
 		dup2(null, 1);
@@ -1027,8 +901,8 @@ int main(int argc, char **argv)
 		printf("tpfsd %s (libfuse %s)\n", TPFS_VERSION, fuse_pkgversion());
 		return 0;
 	}
-	log_debug = c.debug;
-	fuse_set_log_func(fuse_logger);
+	fsd_log_debug(c.debug);
+	fuse_set_log_func(fsd_log_fuse);
 	if (resolve_paths(&c) != 0 || fuse_defaults(&c) != 0)
 		return 1;
 	if (c.logdir)
@@ -1066,7 +940,7 @@ int main(int argc, char **argv)
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
 		goto out;
 	}
-	if (!c.fo.readonly && (rc = logfile_start(c.store_abs)) != 0)
+	if (!c.fo.readonly && (rc = fsd_log_start_file(c.store_abs)) != 0)
 		fsd_log(LOG_WARNING, "%s/%s: %s: messages go to %s only", c.store_abs, FSD_LOGFILE, strerror(rc),
 			c.foreground ? "standard error" : "syslog");
 	/* libfuse takes over only signals at their default: a shell without job
