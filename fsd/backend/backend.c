@@ -10,10 +10,11 @@
 /* Every implementation; the one with scheme NULL takes plain paths. */
 static const be_ops *const stores[] = {&be_tp_ops};
 
-/* B1: the implementation of the last be_open or be_private of this
+/* The implementation of the last be_open or be_private of this
  * thread, whose message be_errmsg(NULL) gives. */
 static _Thread_local const be_ops *last_open;
 
+/* Z1: a plain path is the default store; NAME://... the store of scheme NAME. */
 static const be_ops *pick(const char *name)
 {
 	const char *sep = strstr(name, "://");

@@ -1,17 +1,17 @@
 /*
  * be_tp.c -- the embedded engine (core/, tp.h) as a store behind
  * backend.h: the only file of fsd/ that includes tp.h.  Each call is the
- * engine's, its outcome mapped to backend.h's (P1); the engine has a lock
- * manager (BE_CAP_LOCKS) and a file block is one overflow page (P2).
+ * engine's, its outcome mapped to backend.h's (A1); the engine has a lock
+ * manager (BE_CAP_LOCKS) and a file block is one overflow page (A2).
  *
- * P1. Outcomes: TP_E* become the BE_E* of the same meaning; a positive
+ * A1. Outcomes: TP_E* become the BE_E* of the same meaning; a positive
  *     errno passes unchanged.  Flags, lock modes and seek modes have the
  *     engine's values (checked below), so they pass unchanged too.
- * P2. Capabilities: BE_CAP_LOCKS (strict two-phase, deadlock detection,
+ * A2. Capabilities: BE_CAP_LOCKS (strict two-phase, deadlock detection,
  *     tp.h "Locks"); block_size = tp_tree_value_page of the data tree, one
  *     page less its overflow header (4,068 bytes with 4 KiB pages), so a
  *     file block is one page on disk.
- * P3. Handles wrap the engine's (one small allocation per transaction and
+ * A3. Handles wrap the engine's (one small allocation per transaction and
  *     per cursor, beside the engine's own).
  */
 #include <stdlib.h>
@@ -53,7 +53,7 @@ typedef struct tpc {
 #define TXN(t) ((t) ? ((const tpx *)(t))->t : NULL)
 #define CUR(c) (((tpc *)(c))->c)
 
-/* P1 */
+/* A1 */
 static int out(int rc)
 {
 	static const int map[] = {0, BE_ENOTFOUND, BE_EDEADLOCK, BE_ECORRUPT, BE_EPANIC, BE_EVERSION, BE_EBADSTORE,
@@ -138,7 +138,7 @@ static int tp_tree_open_(be_store *s, const char *name, int flags, be_tree **res
 		return out(rc);
 	}
 	tps *ts = (tps *)s;
-	if (!ts->caps.block_size || !ts->caps.max_key) { /* P2: the same for every tree of a store */
+	if (!ts->caps.block_size || !ts->caps.max_key) { /* A2: the same for every tree of a store */
 		ts->caps.block_size = tp_tree_value_page(t->tr);
 		ts->caps.max_key = tp_tree_max_key(t->tr);
 	}

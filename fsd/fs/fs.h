@@ -70,7 +70,7 @@ typedef struct fs_caller {
 			   locks X at once, so read-then-write never
 			   deadlocks on the upgrade */
 	int refuse;     /* an errno every call of this caller fails with
-			   (an orphaned member, fsd_tx.c L2), or 0 */
+			   (an orphaned member, fsd_txbind.c L2), or 0 */
 } fs_caller;
 
 typedef struct fs_attr {
@@ -177,7 +177,7 @@ int fs_stat_fs(fs *f, fs_statfs *out);
 /* User transactions (fs_tx.c): a transaction's members see its changes,
  * kept in a private write set until commit applies them as one engine
  * transaction; everyone else sees the committed store.  The daemon binds
- * processes (fsd_tx.c); the fs layer knows a transaction by its bound pid
+ * processes (fsd_txbind.c); the fs layer knows a transaction by its bound pid
  * and that process's start time (pid reuse), and every fs_* call of a
  * member carries the transaction in its caller (fs_caller.tx).
  *
@@ -220,14 +220,14 @@ void fs_tx_put(fs_tx *tx);
 /* Open transactions right now (a hint, without a lock: 0 costs nothing). */
 int fs_tx_count(const fs *f);
 /* The same, sequentially consistent with fs_tx_begin's count (a Dekker
- * handshake with a flag: fsd_tx.c need_wake). */
+ * handshake with a flag: fsd_txbind.c need_wake). */
 int fs_tx_count_sc(const fs *f);
 uint64_t fs_tx_gen(fs *f);
 /* Open transactions whose write set changed the root directory's inode
  * (its attributes, links or times): while there are none, every view of
  * the root's attributes is the committed one (a hint, without a lock). */
 int fs_root_private(const fs *f);
-/* The kernel was given a node id private to tx (fsd.h: aliases); until
+/* The kernel was given a node id private to tx (fuse/fsd_int.h: aliases, fsd_txbind.c C5); until
  * then, nothing of tx's own can be in the kernel's caches. */
 void fs_tx_mark_aliased(fs_tx *tx);
 int fs_tx_aliased(const fs_tx *tx);

@@ -115,7 +115,7 @@ typedef struct fs_waiter {
 
 
 /* One call: its engine transaction, and for a member of a user
- * transaction, that transaction and its write set (fs_rec.c R1). */
+ * transaction, that transaction and its write set (fs_rec.c J1). */
 typedef struct fs_op {
 	fs *f;
 	be_txn *t;   /* the call's own; a member's: the user transaction's lock owner */
@@ -198,7 +198,7 @@ int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t
 int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
 int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
 int fs_rdel(fs_op *op, int tree, const void *key, size_t klen);
-/* Forward cursors merging the write set over the store (R2). */
+/* Forward cursors merging the write set over the store (J2). */
 typedef struct fs_cur fs_cur;
 int fs_cur_open(fs_op *op, int tree, fs_cur **out);
 int fs_cur_seek(fs_cur *k, const void *key, size_t klen); /* the first key >= key */

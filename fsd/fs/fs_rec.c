@@ -5,10 +5,10 @@
  * committed store, and changes only the write set (fs_ws.h), while a plain
  * call reads and changes the store through its engine transaction.
  *
- *   R1  A member's call never changes the store: puts and deletes go to
+ *   J1  A member's call never changes the store: puts and deletes go to
  *       the write set; reads take the write set's record if it has one
- *       (a deletion mark reads as absent), else the store's (S1).
- *   R2  A merged cursor returns, in key order, every key present in the
+ *       (a deletion mark reads as absent), else the store's (Y1).
+ *   J2  A merged cursor returns, in key order, every key present in the
  *       write set or the store and not marked deleted in the write set,
  *       with the write set's value where it has one.  It is positioned by
  *       key, so records put or deleted behind or at it never make it lose
@@ -36,7 +36,7 @@ int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t
 	size_t dummy;
 	if (!vlen)
 		vlen = &dummy;
-	if (op->ws) { /* R1 */
+	if (op->ws) { /* J1 */
 		int rc = ws_get(op->ws, tree, key, klen, val, cap, vlen);
 		if (rc == 1)
 			return 0;
@@ -80,7 +80,7 @@ int fs_rdel(fs_op *op, int tree, const void *key, size_t klen)
 	return be_del(op->t, fs_tree(op->f, tree), key, klen);
 }
 
-/* ---- merged cursors (R2) ---- */
+/* ---- merged cursors (J2) ---- */
 
 #define CUR_KEY_MAX 600
 
@@ -157,7 +157,7 @@ static int take_ws(fs_cur *k)
 	return 0;
 }
 
-/* Makes the current record the smaller of the two sides (R2). */
+/* Makes the current record the smaller of the two sides (J2). */
 static int settle(fs_cur *k)
 {
 	for (;;) {
@@ -172,7 +172,7 @@ static int settle(fs_cur *k)
 			const unsigned char *wk = ws_node_key(k->w, &wkl);
 			int c = sk ? keycmp(wk, wkl, sk, skl) : -1;
 			if (c <= 0) {
-				if (c == 0) /* the write set shadows the store (S1) */
+				if (c == 0) /* the write set shadows the store (Y1) */
 					k->crc = be_cursor_next(k->c);
 				if (ws_node_is_del(k->w)) {
 					k->w = ws_next(k->op->ws, k->w);

@@ -277,7 +277,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	f->byid[tx->id % FS_TX_PID_BUCKETS] = tx;
 	tx->pidnext = f->bypid[pid_bucket(pid)];
 	f->bypid[pid_bucket(pid)] = tx;
-	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_tx.c need_wake) */
+	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_txbind.c need_wake) */
 	__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&f->txmu);
 	*out = tx;

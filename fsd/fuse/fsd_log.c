@@ -6,7 +6,7 @@
  * once the store is mounted read-write, every message also goes to the
  * log file STORE/tpfsd.log (FSD_LOGFILE), so that nothing is lost on a
  * machine without syslog: mode 0600 like every store file (io.c I8, so
- * that be_private and `tpfs check` C7 find nothing open to others),
+ * that be_private and `tpfs check` V7 find nothing open to others),
  * written only with pwrite at its end (as io.c writes the store: the fs
  * crash tests' power-cut shim journals it like the other store files),
  * and bounded: past FSD_LOGFILE_MAX bytes it becomes tpfsd.log.1, replacing

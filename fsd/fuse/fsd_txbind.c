@@ -1,8 +1,10 @@
 /*
- * fsd_tx -- tpfsd's side of user transactions: which process belongs to
- * which transaction, the control channel (tools/tpfs_tx_proto.h), the end
+ * fsd_txbind -- tpfsd's side of user transactions: which process belongs
+ * to which transaction, the control channel (tpfs_tx_proto.h), the end
  * of a transaction whose process exited, and the kernel-cache coherence
- * the transactions need (DESIGN.md 3).
+ * the transactions need (C1-C8 below; ../DESIGN.md, "Kernel caches").
+ * The transactions themselves -- write sets, locks, commit -- are the
+ * file-system layer's (fs/fs_tx.c).
  *
  * Binding.  A transaction is bound to one process (the shell of txbegin,
  * txrun itself, a program using the client library).  A request belongs to
@@ -84,7 +86,7 @@
  *       the bound processes that exited are found through an epoll set of
  *       the pidfds, not one poll each (group_rules_now).
  *
- * The control channel (P1-P4, tools/tpfs_tx_proto.h, version 2) at
+ * The control channel (P1-P4, tpfs_tx_proto.h, version 2) at
  * fsd_tx_control: P1 unknown names, P2 size probes, P3 a whole status.all
  * fits in an xattr or is refused with EOVERFLOW, P4 pages of status.all.
  *
@@ -129,7 +131,7 @@
  *       last NAME_RING), or, if the ring lost some, the kernel is slow to
  *       take them or cannot expire (protocol before 7.38), waits until
  *       they expired (entry_timeout, 1 s by default).  Expired, never
- *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c K3): the dentry stays and its
+ *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c O3): the dentry stays and its
  *       next use asks the daemon, which answers a member with its alias
  *       (C5).  A dropped dentry that is someone's working directory is
  *       unhashed: another user's begin made that process's getcwd() fail
@@ -1109,7 +1111,7 @@ void fsd_tx_stop(fsd *d)
 	free(x);
 }
 
-/* ---- the control channel (tools/tpfs_tx_proto.h) ---- */
+/* ---- the control channel (tpfs_tx_proto.h) ---- */
 
 #define ANSWER_MAX (256 * 1024)
 #define STATUS_WHOLE_MAX (65536 - 16) /* P3: a whole report fits in an xattr (XATTR_SIZE_MAX) */

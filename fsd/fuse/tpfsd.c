@@ -3,25 +3,25 @@
  * libfuse3's low-level API with a multi-threaded session loop.
  *
  * Start-up order, and why:
- * D1  Options are parsed, and the FUSE session made (libfuse rejects
+ * G1  Options are parsed, and the FUSE session made (libfuse rejects
  *     unknown options), before anything touches the store.
- * D2  Unless -f, the daemon forks before it opens the store: the child does
+ * G2  Unless -f, the daemon forks before it opens the store: the child does
  *     all the work and the parent only waits on a pipe for the child's
  *     verdict, then exits with it.  So recovery messages and errors reach
  *     the terminal, the exit status says whether the mount happened, and no
  *     thread, lock or open file of the engine has to survive a fork
  *     (fuse_daemonize forks last, which would lose them).
- * D3  The store is opened (and recovered) before the kernel mount, so a
+ * G3  The store is opened (and recovered) before the kernel mount, so a
  *     mount that fails leaves nothing mounted, and a mounted file system
  *     always has a store behind it.
- * D4  Paths are made absolute first: the daemon leaves its working
+ * G4  Paths are made absolute first: the daemon leaves its working
  *     directory for / when it detaches, and the engine opens log segments
  *     by path long after.
- * D5  Before the store is opened, it is made private to its owner again if
+ * G5  Before the store is opened, it is made private to its owner again if
  *     anything of it is open to group or others (be_private; each path is
  *     logged with its old and new mode).  A read-only mount changes
  *     nothing, so it refuses such a store, naming each path.
- * D6  The mount point is looked at in the mount table, after the store
+ * G6  The mount point is looked at in the mount table, after the store
  *     lock is held and before the store is opened (clear_mountpoint): a
  *     dead mount of the same store, left by a crash, is detached; a live
  *     tpfs mount of another store is refused; nothing is stacked on them.
@@ -468,7 +468,7 @@ static int parse_args(conf *c, int argc, char **argv)
 
 static int resolve_logdir(conf *c);
 
-/* The mount point answers ENOTCONN: a dead FUSE mount (D6).  Its absolute
+/* The mount point answers ENOTCONN: a dead FUSE mount (G6).  Its absolute
  * path is its parent's and its name, found without touching it. */
 static int dead_mountpoint(conf *c)
 {
@@ -497,7 +497,7 @@ static int dead_mountpoint(conf *c)
 	return 0;
 }
 
-/* D4, and the checks that give clear messages before anything starts. */
+/* G4, and the checks that give clear messages before anything starts. */
 static int resolve_paths(conf *c)
 {
 	struct stat st;
@@ -508,7 +508,7 @@ static int resolve_paths(conf *c)
 	if (!realpath(c->mnt, c->mnt_abs) || stat(c->mnt_abs, &st) != 0) {
 		int e = errno;
 		if (e == ENOTCONN && dead_mountpoint(c) == 0)
-			return resolve_logdir(c); /* D6 clears it */
+			return resolve_logdir(c); /* G6 clears it */
 		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(e));
 		return -1;
 	}
@@ -553,7 +553,7 @@ static int fuse_defaults(conf *c)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Detaching (D2)                                                         */
+/* Detaching (G2)                                                         */
 
 /* Forks; the parent waits for the child's verdict and exits with it. */
 static int detach_start(void)
@@ -713,15 +713,15 @@ static void tick_stop(void)
 
 /* One daemon per store: a second tpfsd (a repeated mount -a, a second
  * fstab line) would run a second engine on the same files.  The store lock
- * (fs_lock.h, K1), held until exit; taken by the child, which outlives the
- * parent (D2).  A daemon still closing the store after an unmount is waited
- * for (K2).  (Belongs in tp_open: then drop this.) */
+ * (fs_lock.h, Q1), held until exit; taken by the child, which outlives the
+ * parent (G2).  A daemon still closing the store after an unmount is waited
+ * for (Q2).  (Belongs in tp_open: then drop this.) */
 static int lock_store(const char *store)
 {
 	return fs_lock_store(store, 0, "tpfsd");
 }
 
-/* D6: what is mounted on the mount point.  Nothing, or something that is
+/* G6: what is mounted on the mount point.  Nothing, or something that is
  * not tpfs: mount over it.  A mount of this store: its daemon is gone (this
  * one holds the store lock), so it is a dead mount left by a crash: abort
  * its connection (a thread of the killed daemon may hang in the kernel),
@@ -780,7 +780,7 @@ static int clear_mountpoint(const conf *c)
 	return -1;
 }
 
-/* D5 */
+/* G5 */
 static void loose_path(void *arg, const char *path, unsigned mode, unsigned want)
 {
 	const conf *c = arg;
@@ -884,7 +884,7 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof d);
 	c.fo.commit_ms = 1000;
 	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
-	c.max_user_tx = 256; /* fsd_tx.c T2 */
+	c.max_user_tx = 256; /* fsd_txbind.c T2 */
 	c.max_threads = 512; /* requests waiting for transactions' locks must leave threads for txcommit */
 	c.max_idle_threads = 10;
 	if (parse_args(&c, argc, argv) != 0) {
@@ -908,7 +908,7 @@ int main(int argc, char **argv)
 	if (c.logdir)
 		c.fo.logdir = c.logdir;
 
-	/* D1 */
+	/* G1 */
 	if (fuse_opt_add_arg(&args, "tpfsd") || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, c.fuse_opts) || (c.debug && fuse_opt_add_arg(&args, "-d"))) {
 		fprintf(stderr, "tpfsd: out of memory\n");
@@ -929,12 +929,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (!c.foreground) /* D2 */
+	if (!c.foreground) /* G2 */
 		verdict = detach_start();
 	openlog("tpfsd", LOG_PID, LOG_DAEMON);
 
-	/* D3 */
-	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* D6, D5 */
+	/* G3 */
+	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* G6, G5 */
 		goto out;
 	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
