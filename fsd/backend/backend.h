@@ -136,6 +136,10 @@ static inline int be_verify(be_store *s, FILE *out);
 typedef void be_loose_fn(void *arg, const char *path, unsigned mode, unsigned want);
 int be_private(const char *name, const char *logdir, int tighten, be_loose_fn *loose, void *arg, unsigned *count);
 
+/* Space: bytes the store may hold in all, and may still take (the
+ * embedded store: its file system's, as statvfs says).  0 or an errno. */
+static inline int be_space(be_store *s, uint64_t *total, uint64_t *avail);
+
 /* Statistics since open (a store fills what it has; the rest stay 0). */
 typedef struct be_stats {
 	uint64_t commits, aborts;
@@ -259,6 +263,7 @@ struct be_ops {
 	int (*checkpoint)(be_store *s);
 	int (*verify)(be_store *s, FILE *out);
 	void (*stats)(be_store *s, be_stats *out);
+	int (*space)(be_store *s, uint64_t *total, uint64_t *avail);
 	int (*tree_open)(be_store *s, const char *name, int flags, be_tree **out);
 	void (*tree_close)(be_tree *tr);
 	int (*begin)(be_store *s, be_txn **out);
@@ -293,6 +298,7 @@ static inline int be_sync(be_store *s) { return s->ops->sync(s); }
 static inline int be_checkpoint(be_store *s) { return s->ops->checkpoint(s); }
 static inline int be_verify(be_store *s, FILE *out) { return s->ops->verify(s, out); }
 static inline void be_stats_get(be_store *s, be_stats *out) { s->ops->stats(s, out); }
+static inline int be_space(be_store *s, uint64_t *total, uint64_t *avail) { return s->ops->space(s, total, avail); }
 static inline int be_tree_open(be_store *s, const char *name, int flags, be_tree **out)
 {
 	return s->ops->tree_open(s, name, flags, out);

@@ -14,7 +14,10 @@
  * A3. Handles wrap the engine's (one small allocation per transaction and
  *     per cursor, beside the engine's own).
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
 
 #include "be_tp.h"
 #include "tp.h"
@@ -34,6 +37,7 @@ typedef struct tps {
 	be_store pub;
 	tp_env *env;
 	be_caps caps;
+	char *path; /* be_space */
 } tps;
 typedef struct tpt {
 	be_tree pub;
@@ -80,8 +84,13 @@ static int tp_open_(const char *name, const be_options *o, be_store **res)
 		to.logdir = o->logdir;
 		to.background = o->background;
 	}
+	if (!(s->path = strdup(name))) {
+		free(s);
+		return ENOMEM;
+	}
 	int rc = tp_open(name, &to, &s->env);
 	if (rc) {
+		free(s->path);
 		free(s);
 		return out(rc);
 	}
@@ -99,6 +108,7 @@ static int tp_private_(const char *name, const char *logdir, int tighten, be_loo
 static int tp_close_(be_store *s)
 {
 	int rc = tp_close(ENV(s));
+	free(((tps *)s)->path);
 	free(s);
 	return out(rc);
 }
@@ -124,6 +134,16 @@ static void tp_stats_(be_store *s, be_stats *o)
 		.rec_cut_bytes = st.rec_cut_bytes, .lock_requests = st.lock_requests, .lock_waits = st.lock_waits,
 		.lock_deadlocks = st.lock_deadlocks, .lock_timeouts = st.lock_timeouts,
 	};
+}
+
+static int tp_space(be_store *s, uint64_t *total, uint64_t *avail)
+{
+	struct statvfs sv;
+	if (statvfs(((tps *)s)->path, &sv) != 0)
+		return errno;
+	*total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
 }
 
 static int tp_tree_open_(be_store *s, const char *name, int flags, be_tree **res)
@@ -262,6 +282,7 @@ const be_ops be_tp_ops = {
 	.checkpoint = tp_checkpoint_,
 	.verify = tp_verify_,
 	.stats = tp_stats_,
+	.space = tp_space,
 	.tree_open = tp_tree_open_,
 	.tree_close = tp_tree_close_,
 	.begin = tp_begin_,

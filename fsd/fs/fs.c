@@ -57,7 +57,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 int fs_errno(int rc)
@@ -895,19 +894,18 @@ int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out)
 
 int fs_stat_fs(fs *f, fs_statfs *out)
 {
-	struct statvfs sv;
-	be_stats st;
+	uint64_t total, avail;
 	memset(out, 0, sizeof *out);
-	if (statvfs(f->store, &sv) != 0)
-		return -errno;
-	be_stats_get(f->be, &st);
+	int rc = be_space(f->be, &total, &avail);
+	if (rc)
+		return -rc;
 	out->bsize = 4096;
-	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize / 4096;
+	avail /= 4096;
 	pthread_mutex_lock(&f->mu);
 	uint64_t files = f->committed_ino;
 	pthread_mutex_unlock(&f->mu);
 	out->bfree = avail;
-	out->blocks = (uint64_t)sv.f_blocks * sv.f_frsize / 4096;
+	out->blocks = total / 4096;
 	out->files = files + (1ull << 32);
 	out->ffree = 1ull << 32;
 	out->namemax = FS_NAME_MAX;

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,11 @@ Test(fslayer, names_data_directories)
 	cr_assert_eq(fs_readdir(f, &c, FS_ROOT_INO, 0, 0, fill, &k), 0);
 	cr_assert_eq(k.n, 2, "only . and .. left");
 	free(buf);
+	fs_statfs st;
+	cr_assert_eq(fs_stat_fs(f, &st), 0);
+	cr_assert(st.bsize > 0 && st.blocks > 0 && st.bfree <= st.blocks, "statfs: %" PRIu64 " of %" PRIu64, st.bfree,
+		  st.blocks);
+	cr_assert_eq(st.namemax, FS_NAME_MAX);
 	cr_assert_eq(fs_unmount(f), 0);
 }
 
