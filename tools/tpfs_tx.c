@@ -352,7 +352,7 @@ static own_file *own_files(const char *mount, int *n)
 			continue;
 		o->path[len] = 0;
 		/* the kernel says " (deleted)" of a name it merely dropped from its
-		 * cache too (fsd_tx.c C5, C6): reopen_own checks the inode */
+		 * cache too (fsd_txbind.c C5, C6): reopen_own checks the inode */
 		static const char del[] = " (deleted)";
 		if ((size_t)len > sizeof del - 1 && !strcmp(o->path + len - (sizeof del - 1), del))
 			o->path[len - (sizeof del - 1)] = 0;

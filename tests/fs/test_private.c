@@ -1,6 +1,6 @@
 /*
  * test_private -- nobody reads around the modes tpfsd enforces (store.c
- * S4, tpfsd.c D5, fs_check.c C7), on a real mount:
+ * S4, tpfsd.c G5, fs_check.c V7), on a real mount:
  *   - a file written through the mount with mode 0600 and a secret in it:
  *     another user (U1) can read it neither through the mount nor out of
  *     the store's page file, superblock or log segments;
@@ -200,7 +200,7 @@ static const char *slurp(const char *p, char *buf, size_t cap)
 }
 
 /* The daemon's messages also go to STORE/tpfsd.log (tpfsd.c, Logging):
- * 0600, so that `tpfs check` (C7) stays clean; named by `tpfs stat`; kept
+ * 0600, so that `tpfs check` (V7) stays clean; named by `tpfs stat`; kept
  * after the daemon detached (where syslog may be missing); and bounded:
  * past 1 MiB it turns over to tpfsd.log.1. */
 Test(private, daemon_log_file, .init = setup, .fini = fsu_teardown, .timeout = 120)

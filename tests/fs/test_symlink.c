@@ -14,7 +14,7 @@
  * go: `tpfs check`); then a clean unmount, `tpfs check` clean, a remount,
  * every target read again exactly, and a last unmount and check.
  *
- * And `tpfs check` must see a long target that lost a block (C6, which
+ * And `tpfs check` must see a long target that lost a block (V6, which
  * nothing else catches: the target would read with zeros at its end).
  */
 #include <criterion/criterion.h>
@@ -153,7 +153,7 @@ Test(symlink, long_targets_page_65536, .timeout = 120) { long_links(65536); }
 /* The store's last block of the 4,095-byte link removed, and its inode's
  * block count lowered to match (fs_int.h: the inode record holds it at
  * byte 24), straight through the engine: every other invariant holds, and
- * `tpfs check` must still fail (C6). */
+ * `tpfs check` must still fail (V6). */
 Test(symlink, check_finds_a_missing_target_block, .timeout = 120)
 {
 	char p[512], t[TARGET_MAX + 1];

@@ -324,7 +324,7 @@ Test(tx, large_write_isolated, .timeout = 120)
 /* ---------------------------------------------------------------------- */
 /* Membership: other users' programs, members running at commit           */
 
-/* M1 (fsd_tx.c, issue 24 item 5): a request joins a transaction only with
+/* M1 (fsd_txbind.c, issue 24 item 5): a request joins a transaction only with
  * its owner's user (fsuid), or when the owner is root.  A non-root user's
  * shell in a transaction runs what set-user-ID programs do: one switches
  * to root and appends to a root-owned log, one to another user and appends
@@ -391,7 +391,7 @@ Test(tx, setuid_program_does_not_join, .timeout = 60)
 	finish();
 }
 
-/* M2 (fsd_tx.c, issue 24 item 6): txcommit while a background job of the
+/* M2 (fsd_txbind.c, issue 24 item 6): txcommit while a background job of the
  * shell still runs commits nothing -- exit 1, the running members named,
  * the transaction still open; --force commits what the job wrote so far
  * and cuts the job off: its next write fails with ECANCELED instead of

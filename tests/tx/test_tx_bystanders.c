@@ -5,7 +5,7 @@
  *   member_path_walk_keeps_cwd   a member reaching a bystander's directory
  *                                by its full path (lookup, listing) leaves
  *                                the bystander's working directory whole
- *                                (fsd_tx.c C9: directories keep their shared
+ *                                (fsd_txbind.c C9: directories keep their shared
  *                                node id)
  *   full_paths_keep_cwd          8 shells, 100 rounds each of txbegin;
  *                                echo >> $MNT/d/fN; txcommit, with
@@ -382,7 +382,7 @@ Test(tx_bystanders, member_rmdir_keeps_cwd_alive, .timeout = 60)
 /* ---------------------------------------------------------------------- */
 /* M3: txabort while other members run                                   */
 
-/* M3 (fsd_tx.c, issue 24 gap e), the abort's side of M2: a shell's
+/* M3 (fsd_txbind.c, issue 24 gap e), the abort's side of M2: a shell's
  * txabort while a background job of its transaction still runs ends the
  * transaction at once and cuts the job off: its later writes fail with
  * ECANCELED, whether the shell is then outside any transaction (before
@@ -460,7 +460,7 @@ static int become_with_setgid(uid_t uid)
 	return 0;
 }
 
-/* M1 (fsd_tx.c, issue 24 gap d): a request joins a transaction only with
+/* M1 (fsd_txbind.c, issue 24 gap d): a request joins a transaction only with
  * its owner's user and group (fsuid and fsgid), or when the owner is root.
  * A user's shell in a transaction runs what a set-group-ID program does:
  * switch the effective group to one the user is not in and append to a

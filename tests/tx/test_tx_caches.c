@@ -352,7 +352,7 @@ Test(tx, rename_dir_twice_after_unlink_in_it, .timeout = 60)
 /* kill -9 of the bound shell while a command it started in the background
  * (a member: it read a file in the transaction) sleeps: the command
  * outlives the shell, reparented, but must not go on as a plain caller
- * whose writes are committed one call at a time (fsd_tx.c L2). */
+ * whose writes are committed one call at a time (fsd_txbind.c L2). */
 Test(tx, orphaned_member_is_refused, .timeout = 60)
 {
 	char st_path[64], buf[32] = "";

@@ -7,7 +7,7 @@
 #include "txsh.h"
 
 /* ---------------------------------------------------------------------- */
-/* Bystanders' working directories (issue 24 item 4, fsd_tx.c C6)          */
+/* Bystanders' working directories (issue 24 item 4, fsd_txbind.c C6)          */
 
 /* A bystander: a plain process (no transaction) in directory dir that
  * calls getcwd() every 10 ms, and reads /proc/self/cwd, until a byte or

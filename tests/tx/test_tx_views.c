@@ -300,7 +300,7 @@ Test(tx, abort_restores_old_state, .timeout = 120)
 }
 
 /* The root is the one directory every view reaches by the same node id,
- * and its attributes are cached (fsd_tx.c C7) while no transaction has
+ * and its attributes are cached (fsd_txbind.c C7) while no transaction has
  * changed them.  A member's changes of the root (a link more, mode, mtime)
  * are its own until the commit, whatever the non-member had cached, and
  * everyone sees them at once after it; an abort takes them back. */

@@ -11,10 +11,10 @@
  * that fails half way leaves the transaction as it was (fs.c F1 for
  * members).  One thread at a time (the transaction's mutex).
  *
- *   S1  A key present in the map shadows the store: a value replaces the
+ *   Y1  A key present in the map shadows the store: a value replaces the
  *       stored record, a deletion mark hides it.  A key absent from the map
  *       reads through to the store.
- *   S2  Nodes are never freed before the write set: an undone insertion
+ *   Y2  Nodes are never freed before the write set: an undone insertion
  *       only marks its node absent, so iterators stay valid.
  */
 #ifndef TPFS_FS_WS_H

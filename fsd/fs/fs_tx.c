@@ -32,7 +32,7 @@
  *       directory's delta (link count, mtime/ctime) to the directory's
  *       committed record, which other transactions may have changed
  *       meanwhile (they held IX too), then frees orphans no longer
- *       referenced.  It commits durably (tp_commit_held, X6); any
+ *       referenced.  It commits durably (be_commit_held, X6); any
  *       failure aborts the engine transaction: nothing applied.
  *   X4  After commit or abort the transaction leaves the table before its
  *       cache invalidations are sent, so a member call waiting for tx->mu
@@ -42,7 +42,7 @@
  *       (fs_tx_watch, fs.h): such waits are cancelled.
  *   X6  A commit's invalidations are sent once its commit record is
  *       durable and before its engine commit releases the "I" locks
- *       (tp_commit_held: no early release for them; the transaction-level
+ *       (be_commit_held: no early release for them; the transaction-level
  *       locks, which only other transactions wait for, go early, and those
  *       commit after this one in the log), so no plain call can read (and
  *       the kernel cache) the new state of one file while another still
@@ -125,9 +125,9 @@ struct fs_tx {
 	int state;               /* FS_TX_*; written under mu (and txmu), read by status without mu (atomic) */
 	int why;                 /* doomed: the errno calls get (written under mu and tmu) */
 	char reason[256];        /* the same; status reads both under tmu */
-	tp_txn *t;               /* under mu, and changed under tmu too; NULL once ended or doomed */
+	be_txn *t;               /* under mu, and changed under tmu too; NULL once ended or doomed */
 	pthread_mutex_t tmu;     /* t stays valid while held (status reads its locks) */
-	uint64_t engine_id;      /* tp_txn_id(t) */
+	uint64_t engine_id;      /* be_txn_id(t) */
 	fs_ws *ws;               /* under mu */
 	fs_ws *dropped;          /* under mu: a doomed call's write set, invalidated when the transaction ends */
 	uint64_t calls;            /* under mu; status reads it (relaxed atomic) */
@@ -147,9 +147,9 @@ struct fs_tx {
 
 static void *inval_thread(void *arg);
 
-void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
+void fs_set_observer(fs *f, const fs_observer *o)
 {
-	if (!fn && f->irunning) { /* stop the thread of X6 after its last job */
+	if (!o && f->irunning) { /* stop the thread of X6 after its last job */
 		pthread_mutex_lock(&f->imu);
 		f->istop = 1;
 		pthread_cond_signal(&f->icv);
@@ -157,10 +157,8 @@ void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx)
 		pthread_join(f->ithr, NULL);
 		f->irunning = 0;
 	}
-	f->notify = fn;
-	f->grow = grow;
-	f->notify_ctx = ctx;
-	if (fn && !f->irunning) {
+	f->obs = o ? *o : (fs_observer){0};
+	if (f->obs.changed && !f->irunning) {
 		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS"); /* tests only: tests/tx */
 		f->idelay_ms = d ? (unsigned)strtoul(d, NULL, 10) : 0;
 		f->debug_waits = getenv("TPFSD_DEBUG_WAITS") != NULL; /* what a plain call waits for */
@@ -190,7 +188,7 @@ int fs_tx_aliased(const fs_tx *tx) { return __atomic_load_n(&tx->aliased, __ATOM
 
 uint64_t fs_tx_view(const fs_tx *tx) { return tx->view; }
 
-/* The view the notifications of tx's end carry (fs_notify_fn). */
+/* The view the notifications of tx's end carry (fs_observer). */
 static uint64_t notify_id(const fs_tx *tx) { return fs_tx_aliased(tx) ? tx->view : 0; }
 
 int fs_root_private(const fs *f) { return __atomic_load_n(&f->root_private, __ATOMIC_ACQUIRE); }
@@ -283,11 +281,11 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	clock_gettime(CLOCK_REALTIME, &tx->born);
 	pthread_mutex_init(&tx->mu, NULL);
 	pthread_mutex_init(&tx->tmu, NULL);
-	if ((rc = tp_begin(f->env, &tx->t)) != 0)
+	if ((rc = be_begin(f->be, &tx->t)) != 0)
 		goto err;
-	tx->engine_id = tp_txn_id(tx->t);
+	tx->engine_id = be_txn_id(tx->t);
 	if ((rc = ws_create(f->store, &tx->ws)) != 0) {
-		(void)tp_abort(tx->t);
+		(void)be_abort(tx->t);
 		goto err;
 	}
 	tx->state = FS_TX_ACTIVE;
@@ -304,7 +302,7 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	f->byid[tx->id % FS_TX_PID_BUCKETS] = tx;
 	tx->pidnext = f->bypid[pid_bucket(pid)];
 	f->bypid[pid_bucket(pid)] = tx;
-	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_tx.c need_wake) */
+	__atomic_add_fetch(&f->ntx, 1, __ATOMIC_SEQ_CST); /* (fsd_txbind.c need_wake) */
 	__atomic_add_fetch(&f->txgen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&f->txmu);
 	*out = tx;
@@ -391,7 +389,7 @@ typedef struct inval_item {
 
 typedef struct inval_job {
 	struct inval_job *next;
-	uint64_t view; /* fs_notify_fn's */
+	uint64_t view; /* fs_observer's */
 	inval_item *v;
 	size_t n;
 	int done, refs; /* under f->imu */
@@ -494,9 +492,9 @@ static inval_job *job_of(uint64_t view, fs_ws *ws)
 static void job_run(fs *f, const inval_job *j)
 {
 	for (size_t i = 0; i < j->n; i++) {
-		if (j->v[i].data && f->grow)
-			f->grow(f->notify_ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
-		f->notify(f->notify_ctx, j->view, j->v[i].ino, j->v[i].name, j->v[i].len);
+		if (j->v[i].data && f->obs.content)
+			f->obs.content(f->obs.ctx, j->v[i].ino, j->v[i].data, j->v[i].size);
+		f->obs.changed(f->obs.ctx, j->view, j->v[i].ino, j->v[i].name, j->v[i].len);
 	}
 }
 
@@ -546,7 +544,7 @@ static void job_contents(fs_tx *tx, inval_job *j)
 
 static void notify_all(fs *f, uint64_t view, fs_ws *ws)
 {
-	if (!f->notify || !ws)
+	if (!f->obs.changed || !ws)
 		return;
 	inval_job *j = job_of(view, ws);
 	if (j)
@@ -605,20 +603,10 @@ static void *inval_thread(void *arg)
 #define INVAL_CAP_NS 5000000000ll
 #define HURRY_POLL_NS 1000000ll /* X9: how often a commit looks for plain calls waiting for it */
 
-int fs_sleeps_in_kernel(pid_t pid)
+/* Whether the observer's thread is blocked (unknown counts as blocked). */
+static int observer_blocked(fs *f)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	const char *r = strrchr(buf, ')');
-	if (!r || r[1] != ' ' || !r[2])
-		return -1;
-	return r[2] == 'D';
+	return !f->obs.blocked || f->obs.blocked(f->obs.ctx, __atomic_load_n(&f->itid, __ATOMIC_RELAXED)) != 0;
 }
 
 /* X9: a plain call waits for a lock of committing transaction tx (a
@@ -630,7 +618,7 @@ static int plain_waits_for(fs_tx *tx)
 	int found = __atomic_load_n(&tx->hurry, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&f->wmu);
 	for (fs_waiter *w = f->waiters; w && !found; w = w->next)
-		found = !w->tx && tp_lock_waits_for(w->t) == tx->engine_id;
+		found = !w->tx && be_lock_waits_for(w->t) == tx->engine_id;
 	pthread_mutex_unlock(&f->wmu);
 	return found;
 }
@@ -661,7 +649,7 @@ static void notify_before_release(fs_tx *tx, inval_job *j) /* j: job_sizes, then
 		int go = plain_waits_for(tx); /* X9 */
 		/* (unknown counts as asleep: not waited on, as before) */
 		if (!go && waited % INVAL_WAIT_NS == 0)
-			go = fs_sleeps_in_kernel(__atomic_load_n(&f->itid, __ATOMIC_RELAXED)) != 0;
+			go = observer_blocked(f);
 		pthread_mutex_lock(&f->imu);
 		if (go)
 			break;
@@ -672,7 +660,7 @@ static void notify_before_release(fs_tx *tx, inval_job *j) /* j: job_sizes, then
 	pthread_mutex_unlock(&f->imu);
 }
 
-/* tp_commit_held's callback: the commit is durable, its locks still held. */
+/* be_commit_held's callback: the commit is durable, its locks still held. */
 struct held_push {
 	fs_tx *tx;
 	inval_job *j;
@@ -699,7 +687,7 @@ static void doom(fs_tx *tx, int why, const char *reason)
 		return;
 	pthread_mutex_lock(&tx->tmu);
 	if (tx->t)
-		(void)tp_abort(tx->t);
+		(void)be_abort(tx->t);
 	tx->t = NULL;
 	tx->why = why; /* (under tmu too: txstatus reads them, fs_tx_report) */
 	snprintf(tx->reason, sizeof tx->reason, "%s", reason);
@@ -731,17 +719,17 @@ int fs_tx_run(fs *f, fs_tx *tx, int wr, int (*fn)(fs_op *op, void *arg), void *a
 	ws_call_end(tx->ws, rc != 0);
 	__atomic_store_n(&tx->nrecords, ws_records(tx->ws), __ATOMIC_RELAXED);
 	__atomic_store_n(&tx->nbytes, ws_bytes(tx->ws), __ATOMIC_RELAXED);
-	if (rc == TP_EDEADLOCK || rc == TP_EROLLBACK || rc == TP_ETIMEOUT) {
+	if (rc == BE_EDEADLOCK || rc == BE_EROLLBACK || rc == BE_ETIMEOUT) {
 		char why[sizeof tx->reason];
 		snprintf(why, sizeof why, "transaction %" PRIu64 " was chosen as a deadlock victim: nothing was applied",
 			 tx->id);
-		if (rc == TP_ETIMEOUT)
+		if (rc == BE_ETIMEOUT)
 			snprintf(why, sizeof why,
 				 "transaction %" PRIu64 " was chosen as a deadlock victim (a cycle through the kernel's "
 				 "file locks): nothing was applied",
 				 tx->id);
 		pthread_mutex_lock(&tx->tmu);
-		if (rc == TP_ETIMEOUT && tx->yield[0]) /* X8: cancelled by a writer it yields to */
+		if (rc == BE_ETIMEOUT && tx->yield[0]) /* X8: cancelled by a writer it yields to */
 			memcpy(why, tx->yield, sizeof why);
 		pthread_mutex_unlock(&tx->tmu);
 		doom(tx, EDEADLK, why);
@@ -761,7 +749,7 @@ int fs_tx_holds(fs_tx *tx, uint64_t ino)
 	unsigned char name[9] = {'U'};
 	fs_be64(name + 1, ino);
 	pthread_mutex_lock(&tx->tmu);
-	int held = tx->t ? tp_lock_held(tx->t, name, sizeof name) != 0 : 0;
+	int held = tx->t ? be_lock_held(tx->t, name, sizeof name) != 0 : 0;
 	pthread_mutex_unlock(&tx->tmu);
 	return held;
 }
@@ -868,7 +856,7 @@ static int apply(fs_tx *tx)
 	for (size_t i = 0; i < n; i++) { /* X3: ascending, like every plain call */
 		unsigned char name[9] = {'I'};
 		fs_be64(name + 1, inos[i]);
-		if ((rc = tp_lock(tx->t, name, sizeof name, TP_LOCK_X)) != 0)
+		if ((rc = be_lock(tx->t, name, sizeof name, BE_LOCK_X)) != 0)
 			goto out;
 	}
 	/* the records */
@@ -877,8 +865,8 @@ static int apply(fs_tx *tx)
 			size_t kl, vl;
 			const unsigned char *k = ws_node_key(nd, &kl);
 			if (ws_node_is_del(nd)) {
-				rc = tp_del(tx->t, fs_tree(f, tree), k, kl);
-				if (rc == TP_ENOTFOUND) /* put and deleted again: never in the store */
+				rc = be_del(tx->t, fs_tree(f, tree), k, kl);
+				if (rc == BE_ENOTFOUND) /* put and deleted again: never in the store */
 					rc = 0;
 				if (rc)
 					goto out;
@@ -895,7 +883,7 @@ static int apply(fs_tx *tx)
 				cap = vl;
 			}
 			if ((rc = ws_node_value(ws, nd, buf, cap, &vl)) != 0 ||
-			    (rc = tp_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, TP_PATCH)) != 0)
+			    (rc = be_put(tx->t, fs_tree(f, tree), k, kl, buf, vl, BE_PATCH)) != 0)
 				goto out;
 		}
 	/* directories' deltas, on their committed records */
@@ -982,7 +970,7 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 	__atomic_store_n(&tx->committing, COMMIT_READERS, __ATOMIC_RELAXED); /* X8: writers wait for its end */
 	wait_plain_readers(tx); /* X7 */
 	__atomic_store_n(&tx->committing, COMMIT_APPLY, __ATOMIC_RELAXED);
-	inval_job *inv = f->notify && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
+	inval_job *inv = f->obs.changed && f->irunning ? job_of(notify_id(tx), tx->ws) : NULL; /* X6 */
 	if (inv)
 		job_sizes(tx, inv);
 	rc = apply(tx);
@@ -991,9 +979,9 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 		job_contents(tx, inv);
 	pthread_mutex_lock(&tx->tmu);
 	if (rc == 0) /* durable on return; X6 between durable and the release */
-		rc = tp_commit_held(tx->t, "I", 1, push_held, &push);
+		rc = be_commit_held(tx->t, "I", 1, push_held, &push);
 	else
-		(void)tp_abort(tx->t);
+		(void)be_abort(tx->t);
 	tx->t = NULL;
 	pthread_mutex_unlock(&tx->tmu);
 	job_free(push.j); /* not pushed: the apply or the commit failed */
@@ -1020,10 +1008,10 @@ int fs_tx_commit(fs_tx *tx, char *msg, size_t size)
 			 tx->id, calls, ws_records(ws), ws_bytes(ws));
 		history_add(f, tx, "committed");
 	} else {
-		if (rc == TP_EDEADLOCK || rc == TP_EROLLBACK)
+		if (rc == BE_EDEADLOCK || rc == BE_EROLLBACK)
 			e = EDEADLK;
 		snprintf(msg, size, "transaction %" PRIu64 " failed to commit: %s (%s); nothing was applied", tx->id,
-			 commit_failure(e), tp_errmsg());
+			 commit_failure(e), be_errmsg(f->be));
 		history_add(f, tx, "failed to commit: %s", commit_failure(e));
 	}
 	if (!invalidated || rc != 0) /* (X6 pushed sizes a failed commit did not make) */
@@ -1066,7 +1054,7 @@ void fs_tx_abort_all(fs *f, const char *reason)
 	 * end their waits first, or the aborts below would wait for them */
 	pthread_mutex_lock(&f->wmu);
 	for (fs_waiter *w = f->waiters; w; w = w->next)
-		(void)tp_lock_cancel(w->t);
+		(void)be_lock_cancel(w->t);
 	pthread_mutex_unlock(&f->wmu);
 	for (;;) {
 		pthread_mutex_lock(&f->txmu);
@@ -1091,7 +1079,7 @@ static void debug_wait(fs *f, fs_waiter *w, uint64_t now)
 	static const char *const phase[] = {"open", "committing: waiting for plain readers to close (X7)",
 					    "committing: applying and logging, its record not yet durable",
 					    "committing: durable, waiting for its cache invalidations (X6)"};
-	uint64_t holder = tp_lock_waits_for(w->t);
+	uint64_t holder = be_lock_waits_for(w->t);
 	char what[160];
 	snprintf(what, sizeof what, "a plain call (engine transaction %" PRIu64 ")", holder);
 	pthread_mutex_lock(&f->txmu);
@@ -1117,7 +1105,7 @@ int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx)
 			debug_wait(f, w, now);
 		if (now - w->since_ns < 100000000ull)
 			continue;
-		uint64_t holder = tp_lock_waits_for(w->t);
+		uint64_t holder = be_lock_waits_for(w->t);
 		int stuck = 0;
 		pthread_mutex_lock(&f->txmu);
 		for (fs_tx *a = f->txs; a && holder; a = a->next) {
@@ -1128,7 +1116,7 @@ int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx)
 		}
 		pthread_mutex_unlock(&f->txmu);
 		w->strikes = stuck ? w->strikes + 1 : 0;
-		if (w->strikes >= 3 && tp_lock_cancel(w->t)) {
+		if (w->strikes >= 3 && be_lock_cancel(w->t)) {
 			w->cancelled = 1; /* (under wmu: the waiter reads it after it left the list) */
 			w->strikes = 0;
 			cancelled++;
@@ -1146,13 +1134,13 @@ static int conflicts(int held, int want)
 	static const unsigned char ok[6] = {
 		/* bits: the modes compatible with the index's (1 << mode) */
 		0,
-		1 << TP_LOCK_IS | 1 << TP_LOCK_IX | 1 << TP_LOCK_S | 1 << TP_LOCK_SIX, /* IS */
-		1 << TP_LOCK_IS | 1 << TP_LOCK_IX,                                     /* IX */
-		1 << TP_LOCK_IS | 1 << TP_LOCK_S,                                      /* S */
-		1 << TP_LOCK_IS,                                                       /* SIX */
+		1 << BE_LOCK_IS | 1 << BE_LOCK_IX | 1 << BE_LOCK_S | 1 << BE_LOCK_SIX, /* IS */
+		1 << BE_LOCK_IS | 1 << BE_LOCK_IX,                                     /* IX */
+		1 << BE_LOCK_IS | 1 << BE_LOCK_S,                                      /* S */
+		1 << BE_LOCK_IS,                                                       /* SIX */
 		0,                                                                     /* X */
 	};
-	return held > 0 && held <= TP_LOCK_X && !(ok[held] & (1 << want));
+	return held > 0 && held <= BE_LOCK_X && !(ok[held] & (1 << want));
 }
 
 /* What a transaction-level lock name covers, for a message (fs.c F5);
@@ -1206,7 +1194,7 @@ static void yield_one(fs_tx *a, const char *reason)
 		pthread_mutex_lock(&a->tmu);
 		snprintf(a->yield, sizeof a->yield, "%s", reason);
 		if (a->t)
-			(void)tp_lock_cancel(a->t);
+			(void)be_lock_cancel(a->t);
 		pthread_mutex_unlock(&a->tmu);
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}
@@ -1220,7 +1208,7 @@ int fs_tx_yield(fs_op *op, const void *name, size_t len, int mode)
 	pthread_mutex_lock(&f->txmu);
 	for (fs_tx *a = f->txs; a && n < (int)(sizeof v / sizeof v[0]); a = a->next) {
 		pthread_mutex_lock(&a->tmu);
-		int held = a->t ? tp_lock_held(a->t, name, len) : 0;
+		int held = a->t ? be_lock_held(a->t, name, len) : 0;
 		pthread_mutex_unlock(&a->tmu);
 		if (conflicts(held, mode)) {
 			a->refs++;
@@ -1250,7 +1238,7 @@ int fs_tx_yield(fs_op *op, const void *name, size_t len, int mode)
 			fs_tx_put(v[i]);
 		}
 	}
-	return TP_EDEADLOCK;
+	return BE_EDEADLOCK;
 }
 
 /* ---- reports ---- */
@@ -1316,8 +1304,8 @@ static void report_one(outbuf *o, fs_tx *tx, int json, int first)
 	char reason[sizeof tx->reason];
 	pthread_mutex_lock(&tx->tmu);
 	if (tx->t) {
-		nlocks = tp_lock_count(tx->t);
-		blocker = tp_lock_waits_for(tx->t);
+		nlocks = be_lock_count(tx->t);
+		blocker = be_lock_waits_for(tx->t);
 	}
 	int state = __atomic_load_n(&tx->state, __ATOMIC_ACQUIRE), why = tx->why; /* (doom writes them under tmu) */
 	memcpy(reason, tx->reason, sizeof reason);

@@ -3,13 +3,13 @@
  * with the daemon (tpfsd.c).
  *
  * Each handler decodes one request, calls one fs_* function (fs.h), maps
- * its result to an errno in one place (reply_err) and replies.  Handlers
+ * its result to an errno in one place (fsd_reply_err) and replies.  Handlers
  * know nothing of the schema or of the engine.
  *
  * Round trips: every request the kernel sends costs a round trip (~24 us
  * here), so the handlers count each one by kind (fs_count with the indexes
  * below) and the daemon asks the kernel for the capabilities and caches
- * that save them (fsd_ops.c: op_init, fsd_entry_timeout).  The counts are
+ * that save them (fsd_ops.c: fsd_init, fsd_entry_timeout).  The counts are
  * readable on a mount as the virtual extended attribute FSD_STATS_XATTR of
  * the root directory:
  *
@@ -76,7 +76,7 @@
 	X(LSEEK, "lseek")                                                                                              \
 	X(NEGATIVE, "lookup-negative") /* lookups answered "no such name" (cached negative_timeout) */               \
 	X(COPY_FILE_RANGE, "copy_file_range")                                                                          \
-	X(BEGIN_DROPPED, "begin-dropped") /* names a begin had the kernel drop (fsd_tx.c C6) */                      \
+	X(BEGIN_DROPPED, "begin-dropped") /* names a begin had the kernel drop (fsd_txbind.c C6) */                      \
 	X(NOT_FOUND, "not-found") /* ENOENT and ENODATA replies: answers, not errors */
 
 enum fsd_op {
@@ -96,24 +96,21 @@ typedef struct fsd {
 	double attr_timeout;     /* ...attributes (1.0) */
 	double negative_timeout; /* ...the absence of a name (1.0; 0: not cached) */
 	int readonly;
-	unsigned max_user_tx;    /* open transactions a user other than root may have (fsd_tx.c T2) */
+	unsigned max_user_tx;    /* open transactions a user other than root may have (fsd_txbind.c T2) */
 	struct fuse_conn_info_opts *conn_opts; /* -o max_write=, splice_read, ... given by the user; may be NULL */
-	struct fsd_txs *txs;     /* user transactions (fsd_tx.c), set before the session loop */
+	struct fsd_txs *txs;     /* user transactions (fsd_txbind.c), set before the session loop */
 	uint64_t cached_until;   /* C6: CLOCK_MONOTONIC ns until which a name the kernel was allowed to keep may live */
 	uint64_t tx_seen;        /* C1: CLOCK_MONOTONIC_COARSE ns when a transaction was last seen open */
 } fsd;
 
-/* User transactions (fsd_tx.c): started after the mount, stopped (every
+/* User transactions (fsd_txbind.c): started after the mount, stopped (every
  * open transaction aborted) before the fs layer unmounts. */
 int fsd_tx_start(fsd *d, struct fuse_session *se);
 void fsd_tx_stop(fsd *d);
 
 extern const struct fuse_lowlevel_ops fsd_ops;
 
-/* The daemon's log: stderr in the foreground, syslog once daemonized
- * (tpfsd.c).  prio is a syslog priority (LOG_ERR, ...). */
-void fsd_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The log file every message also goes to (STORE/tpfsd.log), or NULL. */
-const char *fsd_log_file(void);
+/* The daemon's log (fsd_log.h). */
+#include "fsd_log.h"
 
 #endif

@@ -1,8 +1,10 @@
 /*
- * fsd_tx -- tpfsd's side of user transactions: which process belongs to
- * which transaction, the control channel (tools/tpfs_tx_proto.h), the end
+ * fsd_txbind -- tpfsd's side of user transactions: which process belongs
+ * to which transaction, the control channel (tpfs_tx_proto.h), the end
  * of a transaction whose process exited, and the kernel-cache coherence
- * the transactions need (DESIGN.md 3).
+ * the transactions need (C1-C8 below; ../DESIGN.md, "Kernel caches").
+ * The transactions themselves -- write sets, locks, commit -- are the
+ * file-system layer's (fs/fs_tx.c).
  *
  * Binding.  A transaction is bound to one process (the shell of txbegin,
  * txrun itself, a program using the client library).  A request belongs to
@@ -103,7 +105,7 @@
  *       the bound processes that exited are found through an epoll set of
  *       the pidfds, not one poll each (group_rules_now).
  *
- * The control channel (P1-P4, tools/tpfs_tx_proto.h, version 2) at
+ * The control channel (P1-P4, tpfs_tx_proto.h, version 2) at
  * fsd_tx_control: P1 unknown names, P2 size probes, P3 a whole status.all
  * fits in an xattr or is refused with EOVERFLOW, P4 pages of status.all.
  *
@@ -149,7 +151,7 @@
  *       last NAME_RING), or, if the ring lost some, the kernel is slow to
  *       take them or cannot expire (protocol before 7.38), waits until
  *       they expired (entry_timeout, 1 s by default).  Expired, never
- *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c K3): the dentry stays and its
+ *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c O3): the dentry stays and its
  *       next use asks the daemon, which answers a member with its alias
  *       (C5).  A dropped dentry that is someone's working directory is
  *       unhashed: another user's begin made that process's getcwd() fail
@@ -813,12 +815,20 @@ static void grow(void *ctx, uint64_t ino, const void *data, size_t size)
 	(void)fuse_lowlevel_notify_store(x->se, ino, 0, &b, 0);
 }
 
-/* C4: the fs layer's callback at the end of a transaction (fs_set_notify) */
+/* C4: the fs layer's callback at the end of a transaction (fs_observer.changed) */
 static void notify(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len)
 {
 	inval(ctx, ino, name, len);
 	if (view && ino != FS_ROOT_INO)
 		inval(ctx, ino | view << FSD_ALIAS_SHIFT, name, len);
+}
+
+/* C4: the invalidating thread sleeps in the kernel, most likely behind a
+ * lock that a request waiting for the commit holds (fs_tx.c X6). */
+static int observer_blocked(void *ctx, pid_t tid)
+{
+	(void)ctx;
+	return fsd_io_sleeps_in_kernel(tid);
 }
 
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name)
@@ -1049,7 +1059,7 @@ static int blocked_in_kernel(pid_t pid, void *ctx)
 {
 	char path[64], buf[512];
 	(void)ctx;
-	if (fs_sleeps_in_kernel(pid) != 1)
+	if (fsd_io_sleeps_in_kernel(pid) != 1)
 		return 0;
 	snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
 	FILE *fp = fopen(path, "re");
@@ -1213,7 +1223,7 @@ int fsd_tx_start(fsd *d, struct fuse_session *se)
 	}
 	x->running = 1;
 	d->txs = x;
-	fs_set_notify(d->fs, notify, grow, x);
+	fs_set_observer(d->fs, &(fs_observer){.changed = notify, .content = grow, .blocked = observer_blocked, .ctx = x});
 	return 0;
 }
 
@@ -1229,7 +1239,7 @@ void fsd_tx_stop(fsd *d)
 	wake(x);
 	if (x->running)
 		pthread_join(x->reaper, NULL);
-	fs_set_notify(d->fs, NULL, NULL, NULL);
+	fs_set_observer(d->fs, NULL);
 	for (int i = 0; i < x->nb; i++) {
 		close(x->b[i].fd);
 		fs_tx_put(x->b[i].tx);
@@ -1252,7 +1262,7 @@ void fsd_tx_stop(fsd *d)
 	free(x);
 }
 
-/* ---- the control channel (tools/tpfs_tx_proto.h) ---- */
+/* ---- the control channel (tpfs_tx_proto.h) ---- */
 
 #define ANSWER_MAX (256 * 1024)
 #define STATUS_WHOLE_MAX (65536 - 16) /* P3: a whole report fits in an xattr (XATTR_SIZE_MAX) */

@@ -1,19 +1,19 @@
 /*
  * fs_lock -- see fs_lock.h.
  *
- * K1  One writer per store: tpfsd and tpfs recover hold the store's flock
+ * Q1  One writer per store: tpfsd and tpfs recover hold the store's flock
  *     exclusively from before the store is opened until after it is closed;
  *     tpfs check holds it shared.  So nobody checks a store in use, and a
  *     second daemon never runs a second engine on the same files.
- * K2  A holder that serves a mount of the store is refused at once (it is
+ * Q2  A holder that serves a mount of the store is refused at once (it is
  *     not going away); any other holder is waited for, at most a bound:
  *     `fusermount3 -u M` returns when the kernel mount is gone, before the
  *     daemon has written its final checkpoint and let go of the lock, and a
  *     script that unmounts and then checks or mounts again must not fail.
- * K3  The mount table is read from /proc/self/mountinfo, never by a stat
+ * Q3  The mount table is read from /proc/self/mountinfo, never by a stat
  *     of a mount point: a dead mount answers ENOTCONN (or a stale cached
  *     attribute), a hung one never answers.
- * K4  A holder that was killed but cannot exit (stuck in the kernel on its
+ * Q4  A holder that was killed but cannot exit (stuck in the kernel on its
  *     own dead mount) is not serving: its FUSE connection is aborted, once,
  *     and it is waited for.
  */
@@ -174,7 +174,7 @@ static int dying(int pid)
 	return d;
 }
 
-/* K4: a killed daemon can stay stuck in the kernel for ever (a thread of
+/* Q4: a killed daemon can stay stuck in the kernel for ever (a thread of
  * it waits for a directory lock held by a request the dead daemon will
  * never answer; README), holding the store lock.  Aborting its FUSE
  * connection ends that request and lets it exit.  Root only; best
@@ -233,7 +233,7 @@ int fs_lock_store(const char *store, int shared, const char *who)
 			snprintf(comm, sizeof comm, "another process");
 		}
 		int mounted = fs_mounted_on(store, mnt, sizeof mnt);
-		if (mounted && pid && dying(pid)) { /* K4 */
+		if (mounted && pid && dying(pid)) { /* Q4 */
 			if (!aborted)
 				abort_connection(mnt, who, store, pid);
 			aborted = 1;
@@ -241,7 +241,7 @@ int fs_lock_store(const char *store, int shared, const char *who)
 		}
 		/* a process other than tpfsd (a check) holding it is waited for,
 		 * even while a dead mount of the store is left somewhere */
-		if (mounted && (!pid || !strcmp(comm, "tpfsd"))) { /* K2 */
+		if (mounted && (!pid || !strcmp(comm, "tpfsd"))) { /* Q2 */
 			if (pid)
 				fprintf(stderr, "%s: %s: in use by %s (pid %d), mounted on %s\n", who, store, comm, pid,
 					mnt);

@@ -11,7 +11,7 @@
 
 #include "fs.h"
 #include "fs_ws.h"
-#include "tp.h"
+#include "backend.h"
 
 /* Largest file: 2^44 bytes (16 TiB) -- EFBIG beyond. */
 #define FS_MAX_FILE (1ull << 44)
@@ -61,8 +61,8 @@ typedef struct fs_refent {
 #define FS_TX_PID_BUCKETS 1024 /* fs_tx_of, fs_tx_by_id: a table of thousands is looked up per request */
 
 struct fs {
-	tp_env *env;
-	tp_tree *inodes, *dirents, *data, *xattrs, *orphans;
+	be_store *be;
+	be_tree *inodes, *dirents, *data, *xattrs, *orphans;
 	char *store;
 	fs_options opt;
 	size_t bsize;               /* file block: one overflow page */
@@ -86,9 +86,7 @@ struct fs {
 	uint64_t next_txid, txgen;  /* txgen: bumped whenever txs changes */
 	char history[16][400];      /* how the last transactions ended */
 	unsigned nhistory;
-	fs_notify_fn notify;        /* cache invalidation (fsd) */
-	fs_grow_fn grow;            /* a file's new size, pushed to the kernel (fs_tx.c X6) */
-	void *notify_ctx;
+	fs_observer obs;            /* told what commits change (fs_tx.c X6); obs.changed NULL: no one */
 	/* the invalidation thread of commits (fs_tx.c X6), under imu */
 	pthread_mutex_t imu;
 	pthread_cond_t icv, idone;
@@ -106,7 +104,7 @@ struct fs {
 
 /* A call waiting for a transaction-level lock (fs_tx.c X5). */
 typedef struct fs_waiter {
-	tp_txn *t;
+	be_txn *t;
 	fs_tx *tx;                /* a member's call, else NULL */
 	uint64_t since_ns;
 	int strikes;              /* consecutive watches that saw its holder blocked in the kernel */
@@ -119,10 +117,10 @@ typedef struct fs_waiter {
 
 
 /* One call: its engine transaction, and for a member of a user
- * transaction, that transaction and its write set (fs_rec.c R1). */
+ * transaction, that transaction and its write set (fs_rec.c J1). */
 typedef struct fs_op {
 	fs *f;
-	tp_txn *t;   /* the call's own; a member's: the user transaction's lock owner */
+	be_txn *t;   /* the call's own; a member's: the user transaction's lock owner */
 	fs_tx *tx;   /* a member's call, else NULL */
 	fs_ws *ws;   /* tx's write set, else NULL */
 	int wr;      /* a plain call that changes something (takes transaction-level locks) */
@@ -137,12 +135,12 @@ typedef struct fs_op {
 
 /* fs_tx.c X8: a plain call's wait for name (mode) timed out: every user
  * transaction holding it in a conflicting mode yields (is doomed, naming
- * op->pid and what it waited for).  TP_EDEADLOCK: fs_run tries the call
+ * op->pid and what it waited for).  BE_EDEADLOCK: fs_run tries the call
  * again. */
 int fs_tx_yield(fs_op *op, const void *name, size_t len, int mode);
 
 /* A plain write request of at least this many bytes stores its file
- * blocks as ordered data (tp.h, TP_ORDERED): written once in place and
+ * blocks as ordered data (backend.h, BE_ORDERED): written once in place and
  * synced before the log moves on, instead of logged and written again.
  * Smaller ones are logged: their commit then costs one log sync, not a
  * page-file sync before it (ZFS draws the same line, zfs_immediate_write_sz,
@@ -191,18 +189,18 @@ int fs_lock(fs_op *op, uint64_t ino, int mode);
 int fs_lock_all(fs_op *op, const uint64_t *v, int n, int mode);
 int fs_ilock_all(fs_op *op, const uint64_t *v, int n, int mode);
 int fs_iunlock(fs_op *op, uint64_t ino);
-/* tp_lock, registered as a waiter while transactions are open (X5). */
-int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode);
+/* be_lock, registered as a waiter while transactions are open (X5). */
+int fs_be_lock(fs_op *op, const void *name, size_t len, int mode);
 int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int mode);
 
 /* Records as the call sees them (fs_rec.c): trees are WS_INODE..WS_ORPHAN.
- * Results as tp_get/tp_put/tp_del; fs_rins fails with EEXIST. */
-tp_tree *fs_tree(const fs *f, int tree);
+ * Results as be_get/be_put/be_del; fs_rins fails with EEXIST. */
+be_tree *fs_tree(const fs *f, int tree);
 int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t cap, size_t *vlen);
 int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
 int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen);
 int fs_rdel(fs_op *op, int tree, const void *key, size_t klen);
-/* Forward cursors merging the write set over the store (R2). */
+/* Forward cursors merging the write set over the store (J2). */
 typedef struct fs_cur fs_cur;
 int fs_cur_open(fs_op *op, int tree, fs_cur **out);
 int fs_cur_seek(fs_cur *k, const void *key, size_t klen); /* the first key >= key */

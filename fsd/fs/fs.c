@@ -29,7 +29,7 @@
  *   F4  Durability is lazy: calls commit without waiting for a log sync,
  *       and fs_tick (every commit_interval) or fs_sync makes them durable;
  *       with -o sync every call commits durably.  But a call's log records
- *       are written to the log files before it returns (TP_COMMIT_WRITE):
+ *       are written to the log files before it returns (BE_COMMIT_LAZY):
  *       a crash of tpfsd alone loses no call that returned, only a crash
  *       of the machine may (as on ext4, where a process's crash loses
  *       nothing it wrote).  A read waits the same way for the commits it
@@ -57,22 +57,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 int fs_errno(int rc)
 {
 	switch (rc) {
 	case 0: return 0;
-	case TP_ENOTFOUND: return -ENOENT;
-	case TP_EDEADLOCK:
-	case TP_EROLLBACK: return -EDEADLK;
-	case TP_ETIMEOUT: return -ETIMEDOUT;
-	case TP_EINVAL: return -EINVAL;
-	case TP_ECORRUPT:
-	case TP_EPANIC:
-	case TP_EVERSION:
-	case TP_EBADSTORE: return -EIO;
+	case BE_ENOTFOUND: return -ENOENT;
+	case BE_EDEADLOCK:
+	case BE_EROLLBACK: return -EDEADLK;
+	case BE_ETIMEOUT: return -ETIMEDOUT;
+	case BE_EINVAL: return -EINVAL;
+	case BE_ECORRUPT:
+	case BE_EPANIC:
+	case BE_EVERSION:
+	case BE_EBADSTORE: return -EIO;
 	default: return rc > 0 ? -rc : -EIO;
 	}
 }
@@ -125,18 +124,18 @@ int fs_run(fs *f, const fs_caller *c, int wr, int (*fn)(fs_op *op, void *arg), v
 		fs_op op = {.f = f, .wr = wr == FS_WR || wr == FS_KLOCK, .klock = wr == FS_KLOCK, .pid = c ? c->pid : 0,
 			    .deadline = &deadline};
 		uint64_t seen = reclaims_seen(f);
-		if ((rc = tp_begin(f->env, &op.t)) != 0)
+		if ((rc = be_begin(f->be, &op.t)) != 0)
 			return rc;
 		rc = fn(&op, arg);
 		if (rc == 0)
-			rc = tp_commit(op.t, f->opt.sync ? 0 : TP_COMMIT_WRITE); /* F4 */
+			rc = be_commit(op.t, f->opt.sync ? 0 : BE_COMMIT_LAZY); /* F4 */
 		else
-			(void)tp_abort(op.t);
-		if (rc == TP_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
+			(void)be_abort(op.t);
+		if (rc == BE_ETIMEOUT) /* X5: a wait cancelled to break a cycle through the kernel */
 			return EDEADLK;
 		if (rc == ENOSPC && (wr == FS_WR || wr == FS_KLOCK) && !in_reclaim && !waited++ && reclaim_wait(f, seen))
 			continue; /* F3: space a removal frees is writable at once */
-		if (rc != TP_EDEADLOCK && rc != TP_EROLLBACK)
+		if (rc != BE_EDEADLOCK && rc != BE_EROLLBACK)
 			return rc;
 		__atomic_add_fetch(&f->ctr.retries, 1, __ATOMIC_RELAXED);
 	}
@@ -153,11 +152,11 @@ pid_t fs_thread_id(void)
 	return tid;
 }
 
-int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
+int fs_be_lock(fs_op *op, const void *name, size_t len, int mode)
 {
 	fs *f = op->f;
 	if (!fs_tx_count(f)) /* only transactions hold locks across requests (X5) */
-		return tp_lock(op->t, name, len, mode);
+		return be_lock(op->t, name, len, mode);
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -168,9 +167,9 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 		if (!*op->deadline)
 			*op->deadline = now + (uint64_t)(op->klock ? f->opt.tx_short_wait_ms : f->opt.tx_wait_ms) * 1000000ull;
 		uint64_t left = *op->deadline > now ? *op->deadline - now : 0;
-		tp_lock_timeout(op->t, left > 1000000 ? (uint32_t)((left + 999999) / 1000000) : 1);
+		be_lock_timeout(op->t, left > 1000000 ? (uint32_t)((left + 999999) / 1000000) : 1);
 	} else if (!op->tx && op->deadline && *op->deadline) {
-		tp_lock_timeout(op->t, 0); /* (set by an earlier wait of the call) */
+		be_lock_timeout(op->t, 0); /* (set by an earlier wait of the call) */
 	}
 	fs_waiter w = {.t = op->t, .tx = op->tx, .since_ns = now, .tid = fs_thread_id()};
 	pthread_mutex_lock(&f->wmu);
@@ -182,7 +181,7 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 	w.next = f->waiters;
 	f->waiters = &w;
 	pthread_mutex_unlock(&f->wmu);
-	int rc = tp_lock(op->t, name, len, mode);
+	int rc = be_lock(op->t, name, len, mode);
 	pthread_mutex_lock(&f->wmu);
 	for (fs_waiter **pp = &f->waiters; *pp; pp = &(*pp)->next)
 		if (*pp == &w) {
@@ -190,9 +189,9 @@ int fs_tp_lock(fs_op *op, const void *name, size_t len, int mode)
 			break;
 		}
 	pthread_mutex_unlock(&f->wmu);
-	if (w.interrupted && rc == TP_ETIMEOUT)
+	if (w.interrupted && rc == BE_ETIMEOUT)
 		rc = EINTR;
-	else if (bounded && rc == TP_ETIMEOUT && !w.cancelled)
+	else if (bounded && rc == BE_ETIMEOUT && !w.cancelled)
 		rc = fs_tx_yield(op, name, len, mode); /* X8: the holders yield, the call is tried again */
 	return rc;
 }
@@ -204,7 +203,7 @@ void fs_interrupt(fs *f, pid_t tid)
 	for (fs_waiter *w = f->waiters; w; w = w->next)
 		if (w->tid == tid) {
 			w->interrupted = found = 1;
-			(void)tp_lock_cancel(w->t);
+			(void)be_lock_cancel(w->t);
 		}
 	if (!found && f->nintr < (int)(sizeof f->intr / sizeof f->intr[0]))
 		f->intr[f->nintr++] = tid;
@@ -224,7 +223,7 @@ static int lock_named(fs_op *op, char kind, uint64_t ino, int mode)
 {
 	unsigned char name[9] = {(unsigned char)kind};
 	fs_be64(name + 1, ino);
-	return fs_tp_lock(op, name, sizeof name, mode);
+	return fs_be_lock(op, name, sizeof name, mode);
 }
 
 int fs_lock(fs_op *op, uint64_t ino, int mode)
@@ -245,7 +244,7 @@ int fs_iunlock(fs_op *op, uint64_t ino)
 	if (!op->t || op->tx)
 		return 0; /* members hold everything to the end */
 	fs_be64(name + 1, ino);
-	return tp_unlock(op->t, name, sizeof name);
+	return be_unlock(op->t, name, sizeof name);
 }
 
 int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int mode)
@@ -257,11 +256,11 @@ int fs_lock_name(fs_op *op, uint64_t parent, const char *name, size_t len, int m
 	op->lname = name; /* X8: what a transaction that yields is told */
 	op->lnamelen = len;
 	op->lparent = parent;
-	if ((rc = lock_named(op, 'U', parent, mode == TP_LOCK_X ? TP_LOCK_IX : TP_LOCK_IS)) != 0)
+	if ((rc = lock_named(op, 'U', parent, mode == BE_LOCK_X ? BE_LOCK_IX : BE_LOCK_IS)) != 0)
 		return rc;
 	fs_be64(k + 1, parent);
 	memcpy(k + 9, name, len);
-	return fs_tp_lock(op, k, 9 + len, mode);
+	return fs_be_lock(op, k, 9 + len, mode);
 }
 
 static int sort_inos(const uint64_t *v, int n, uint64_t *s)
@@ -312,9 +311,9 @@ int fs_iget(fs_op *op, uint64_t ino, fs_inode *in)
 	int rc;
 	fs_le64(k, ino);
 	if ((rc = fs_rget(op, WS_INODE, k, 8, v, sizeof v, &vl)) != 0)
-		return rc == TP_ENOTFOUND ? ENOENT : rc;
+		return rc == BE_ENOTFOUND ? ENOENT : rc;
 	if (vl != FS_INODE_BYTES)
-		return TP_ECORRUPT;
+		return BE_ECORRUPT;
 	in->ino = ino;
 	memcpy(&in->mode, v, 4);
 	memcpy(&in->nlink, v + 4, 4);
@@ -403,7 +402,7 @@ int fs_dir_touch(fs_op *op, fs_inode *dir, int dnlink, const struct timespec *no
 	fs_le64(k, dir->ino);
 	int rc = ws_get(op->ws, WS_DELTA, k, 8, &d, sizeof d, &vl);
 	if (rc > 1 || (rc == 1 && vl != sizeof d))
-		return rc > 1 ? rc : TP_ECORRUPT;
+		return rc > 1 ? rc : BE_ECORRUPT;
 	if (rc != 1)
 		memset(&d, 0, sizeof d);
 	d.nlink += dnlink;
@@ -458,7 +457,7 @@ int fs_ifree(fs_op *op, uint64_t ino)
 	if ((rc = fs_rdel(op, WS_INODE, k, 8)) != 0)
 		return rc;
 	rc = fs_rdel(op, WS_ORPHAN, k, 8);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 /* ---- the kernel's references and open files (F3) ---- */
@@ -504,7 +503,7 @@ static int reclaim_fn(fs_op *op, void *arg)
 	uint64_t ino = *(uint64_t *)arg;
 	fs_inode in;
 	int rc;
-	if ((rc = fs_lock(op, ino, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock(op, ino, BE_LOCK_X)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, ino, &in)) != 0)
 		return rc == ENOENT ? 0 : rc;
@@ -527,7 +526,7 @@ static int trim_fn(fs_op *op, void *arg)
 	fs_inode in;
 	int rc;
 	a->more = 0;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc == ENOENT ? 0 : rc;
@@ -546,7 +545,7 @@ void fs_trim_orphan(fs *f, uint64_t ino)
 	size_t vl;
 	trim_arg a = {.ino = ino};
 	fs_le64(k, ino);
-	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
+	if (ino == FS_ROOT_INO || f->opt.readonly || be_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
 	/* in steps: a removal's log stays bounded, and on a full disk the
 	 * checkpoints between them recycle the log's segments (tp.c E1) */
@@ -555,13 +554,13 @@ void fs_trim_orphan(fs *f, uint64_t ino)
 		rc = fs_run(f, NULL, FS_WR, trim_fn, &a);
 		/* the log ran out of room before a checkpoint freed some:
 		 * one now, and again (a full disk) */
-		if (rc == ENOSPC && tries++ < 3 && tp_checkpoint(f->env) == 0)
+		if (rc == ENOSPC && tries++ < 3 && be_checkpoint(f->be) == 0)
 			rc = 0, a.more = 1;
 	} while (!rc && a.more);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: dropping the data of unlinked inode %" PRIu64 " failed: %s (%s); it goes "
 				"when the inode is freed\n",
-			ino, tp_strerror(rc), tp_errmsg());
+			ino, be_strerror(rc), be_errmsg(f->be));
 }
 
 /* The last reference went: free the inode if it is an orphan. */
@@ -570,13 +569,13 @@ static void maybe_reclaim(fs *f, uint64_t ino)
 	unsigned char k[8];
 	size_t vl;
 	fs_le64(k, ino);
-	if (ino == FS_ROOT_INO || f->opt.readonly || tp_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
+	if (ino == FS_ROOT_INO || f->opt.readonly || be_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
 	fs_trim_orphan(f, ino); /* F3: the data first, in steps */
 	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &ino);
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
-			ino, tp_strerror(rc), tp_errmsg());
+			ino, be_strerror(rc), be_errmsg(f->be));
 }
 
 void fs_ref(fs *f, uint64_t ino, uint64_t nlookup)
@@ -666,11 +665,11 @@ uint64_t fs_open_plain(fs *f, uint64_t ino, uint64_t within_ns)
 
 /* ---- mount ---- */
 
-static int open_tree(fs *f, const char *name, int flags, tp_tree **out)
+static int open_tree(fs *f, const char *name, int flags, be_tree **out)
 {
-	int rc = tp_tree_open(f->env, name, flags | TP_TREE_NOLOCK | (f->opt.readonly ? 0 : TP_TREE_CREATE), out);
+	int rc = be_tree_open(f->be, name, flags | BE_TREE_NOLOCK | (f->opt.readonly ? 0 : BE_TREE_CREATE), out);
 	if (rc)
-		fprintf(stderr, "tpfsd: %s: tree '%s': %s\n", f->store, name, tp_errmsg());
+		fprintf(stderr, "tpfsd: %s: tree '%s': %s\n", f->store, name, be_errmsg(f->be));
 	return rc;
 }
 
@@ -686,15 +685,15 @@ static int mkroot_fn(fs_op *op, void *arg)
 static int orphan_fn(fs_op *op, void *arg)
 {
 	uint64_t ino = *(uint64_t *)arg;
-	int rc = fs_lock(op, ino, TP_LOCK_X);
+	int rc = fs_lock(op, ino, BE_LOCK_X);
 	return rc ? rc : fs_ifree(op, ino);
 }
 
 int fs_mount(const char *store, const fs_options *o, fs **out)
 {
 	fs *f = calloc(1, sizeof *f);
-	tp_options to;
-	tp_cursor *c = NULL;
+	be_options to = {0};
+	be_cursor *c = NULL;
 	int rc;
 
 	if (!f)
@@ -718,7 +717,6 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	pthread_cond_init(&f->idone, NULL);
 	f->next_txid = 1;
 	f->store = strdup(store);
-	tp_options_init(&to);
 	if (f->opt.cache_pages) {
 		to.cache_pages = f->opt.cache_pages;
 	} else {
@@ -732,61 +730,61 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 	to.progress = f->opt.progress || !f->opt.quiet;
 	to.logdir = f->opt.logdir;
 	to.background = 1; /* no file-system call waits for a checkpoint */
-	if ((rc = tp_open(store, &to, &f->env)) != 0) {
+	if ((rc = be_open(store, &to, &f->be)) != 0) {
 		if (!f->opt.quiet) /* (quiet callers, tpfs check, say it themselves) */
-			fprintf(stderr, "tpfsd: %s: %s\n", store, tp_errmsg());
+			fprintf(stderr, "tpfsd: %s: %s\n", store, be_errmsg(NULL));
 		goto err;
 	}
-	if (f->opt.readonly && tp_recovered(f->env) && !f->opt.quiet) /* (tp.h: recovered in memory) */
+	if (f->opt.readonly && be_recovered(f->be) && !f->opt.quiet) /* (backend.h: recovered in memory) */
 		fprintf(stderr, "tpfsd: %s: the store was not closed cleanly: recovered in memory for this "
 				"read-only mount (nothing written); the next read-write mount recovers it on disk\n",
 			store);
-	if ((rc = open_tree(f, "inode", TP_TREE_U64, &f->inodes)) != 0 ||
+	if ((rc = open_tree(f, "inode", BE_TREE_U64, &f->inodes)) != 0 ||
 	    (rc = open_tree(f, "dirent", 0, &f->dirents)) != 0 || (rc = open_tree(f, "data", 0, &f->data)) != 0 ||
 	    (rc = open_tree(f, "xattr", 0, &f->xattrs)) != 0 ||
-	    (rc = open_tree(f, "orphan", TP_TREE_U64, &f->orphans)) != 0)
+	    (rc = open_tree(f, "orphan", BE_TREE_U64, &f->orphans)) != 0)
 		goto err;
-	f->bsize = tp_tree_value_page(f->data);
+	f->bsize = be_caps_of(f->be)->block_size;
 	/* inode numbers are never reused: continue after the largest */
-	if ((rc = tp_cursor_open(NULL, f->inodes, &c)) != 0)
+	if ((rc = be_cursor_open(NULL, f->inodes, &c)) != 0)
 		goto err;
-	rc = tp_cursor_seek(c, NULL, 0, TP_LAST);
+	rc = be_cursor_seek(c, NULL, 0, BE_LAST);
 	if (rc == 0) {
 		const void *k;
-		tp_cursor_get(c, &k, NULL, NULL, NULL);
+		be_cursor_get(c, &k, NULL, NULL, NULL);
 		uint64_t last;
 		memcpy(&last, k, 8);
 		f->next_ino = last + 1;
-	} else if (rc == TP_ENOTFOUND) {
+	} else if (rc == BE_ENOTFOUND) {
 		f->next_ino = FS_ROOT_INO + 1;
 		if (f->opt.readonly) {
 			fprintf(stderr, "tpfsd: %s: the store has no file system yet and is mounted read-only\n", store);
-			rc = TP_EBADSTORE;
+			rc = BE_EBADSTORE;
 			goto err;
 		}
-		if ((rc = fs_run(f, NULL, FS_WR, mkroot_fn, NULL)) != 0 || (rc = tp_sync(f->env)) != 0)
+		if ((rc = fs_run(f, NULL, FS_WR, mkroot_fn, NULL)) != 0 || (rc = be_sync(f->be)) != 0)
 			goto err;
 	} else {
 		goto err;
 	}
-	tp_cursor_close(c);
+	be_cursor_close(c);
 	c = NULL;
 	f->committed_ino = f->next_ino;
 	/* F3: orphans of the previous mount */
 	if (!f->opt.readonly) {
 		for (;;) {
 			uint64_t ino;
-			if ((rc = tp_cursor_open(NULL, f->orphans, &c)) != 0)
+			if ((rc = be_cursor_open(NULL, f->orphans, &c)) != 0)
 				goto err;
-			rc = tp_cursor_seek(c, NULL, 0, TP_FIRST);
+			rc = be_cursor_seek(c, NULL, 0, BE_FIRST);
 			if (rc == 0) {
 				const void *k;
-				tp_cursor_get(c, &k, NULL, NULL, NULL);
+				be_cursor_get(c, &k, NULL, NULL, NULL);
 				memcpy(&ino, k, 8);
 			}
-			tp_cursor_close(c);
+			be_cursor_close(c);
 			c = NULL;
-			if (rc == TP_ENOTFOUND)
+			if (rc == BE_ENOTFOUND)
 				break;
 			if (!rc)
 				fs_trim_orphan(f, ino); /* F3: a large one in steps first */
@@ -794,26 +792,26 @@ int fs_mount(const char *store, const fs_options *o, fs **out)
 				goto err;
 			f->orphans_reclaimed++;
 		}
-		if (f->orphans_reclaimed && (rc = tp_sync(f->env)) != 0)
+		if (f->orphans_reclaimed && (rc = be_sync(f->be)) != 0)
 			goto err;
 	}
 	if (!f->opt.quiet) {
-		tp_stats st;
-		tp_stats_get(f->env, &st);
+		be_stats st;
+		be_stats_get(f->be, &st);
 		fprintf(stderr, "tpfsd: %s: mounted (%s); %" PRIu64 " unlinked files reclaimed\n", store,
 			st.rec_redone || st.rec_losers ? "recovered from the log" : "clean", f->orphans_reclaimed);
 	}
 	*out = f;
 	return 0;
 err:
-	tp_cursor_close(c);
-	if (f->env) {
-		tp_tree_close(f->inodes);
-		tp_tree_close(f->dirents);
-		tp_tree_close(f->data);
-		tp_tree_close(f->xattrs);
-		tp_tree_close(f->orphans);
-		tp_close(f->env);
+	be_cursor_close(c);
+	if (f->be) {
+		be_tree_close(f->inodes);
+		be_tree_close(f->dirents);
+		be_tree_close(f->data);
+		be_tree_close(f->xattrs);
+		be_tree_close(f->orphans);
+		be_close(f->be);
 	}
 	free(f->store);
 	free(f);
@@ -823,14 +821,14 @@ err:
 int fs_unmount(fs *f)
 {
 	fs_tx_abort_all(f, "the file system was unmounted");
-	tp_tree_close(f->inodes);
-	tp_tree_close(f->dirents);
-	tp_tree_close(f->data);
-	tp_tree_close(f->xattrs);
-	tp_tree_close(f->orphans);
-	int rc = tp_close(f->env);
+	be_tree_close(f->inodes);
+	be_tree_close(f->dirents);
+	be_tree_close(f->data);
+	be_tree_close(f->xattrs);
+	be_tree_close(f->orphans);
+	int rc = be_close(f->be);
 	if (rc)
-		fprintf(stderr, "tpfsd: %s: unmount: %s\n", f->store, tp_errmsg());
+		fprintf(stderr, "tpfsd: %s: unmount: %s\n", f->store, be_errmsg(f->be));
 	for (int i = 0; i < FS_REF_BUCKETS; i++)
 		while (f->refs[i]) {
 			fs_refent *r = f->refs[i];
@@ -850,7 +848,7 @@ int fs_unmount(fs *f)
 	return fs_errno(rc);
 }
 
-int fs_sync(fs *f) { return f->opt.readonly ? 0 : fs_errno(tp_sync(f->env)); }
+int fs_sync(fs *f) { return f->opt.readonly ? 0 : fs_errno(be_sync(f->be)); }
 int fs_tick(fs *f) { return fs_sync(f); }
 
 /* ---- attributes of inodes ---- */
@@ -878,10 +876,10 @@ static int getattr_fn(fs_op *op, void *arg)
 		 * what it reads and writes of the file is. */
 		if ((rc = fs_iget(op, a->ino, &in)) != 0)
 			return rc;
-		int mode = S_ISDIR(in.mode) ? TP_LOCK_IS : a->c && a->c->update ? TP_LOCK_X : 0;
+		int mode = S_ISDIR(in.mode) ? BE_LOCK_IS : a->c && a->c->update ? BE_LOCK_X : 0;
 		if (mode && ((rc = fs_lock(op, a->ino, mode)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0))
 			return rc;
-	} else if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0) {
+	} else if ((rc = fs_lock(op, a->ino, BE_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0) {
 		return rc;
 	}
 	fs_iattr(op->f, &in, a->out);
@@ -898,19 +896,18 @@ int fs_getattr(fs *f, const fs_caller *c, uint64_t ino, fs_attr *out)
 
 int fs_stat_fs(fs *f, fs_statfs *out)
 {
-	struct statvfs sv;
-	tp_stats st;
+	uint64_t total, avail;
 	memset(out, 0, sizeof *out);
-	if (statvfs(f->store, &sv) != 0)
-		return -errno;
-	tp_stats_get(f->env, &st);
+	int rc = be_space(f->be, &total, &avail);
+	if (rc)
+		return -rc;
 	out->bsize = 4096;
-	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize / 4096;
+	avail /= 4096;
 	pthread_mutex_lock(&f->mu);
 	uint64_t files = f->committed_ino;
 	pthread_mutex_unlock(&f->mu);
 	out->bfree = avail;
-	out->blocks = (uint64_t)sv.f_blocks * sv.f_frsize / 4096;
+	out->blocks = total / 4096;
 	out->files = files + (1ull << 32);
 	out->ffree = 1ull << 32;
 	out->namemax = FS_NAME_MAX;
@@ -935,8 +932,8 @@ void fs_counters_get(fs *f, fs_counters *out)
 
 int fs_report(fs *f, char *buf, size_t size)
 {
-	tp_stats s;
-	tp_stats_get(f->env, &s);
+	be_stats s;
+	be_stats_get(f->be, &s);
 	uint64_t hit = s.cache_hits + s.cache_misses ? 100 * s.cache_hits / (s.cache_hits + s.cache_misses) : 100;
 	int n = snprintf(buf, size,
 			 "store %s\n"

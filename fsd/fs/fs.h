@@ -4,7 +4,7 @@
  * decode a request, call one fs_* function, and reply; they know nothing of
  * the schema.
  *
- * Schema (trees of the store, core/include/tp.h):
+ * Schema (trees of the store, fsd/backend/backend.h):
  *   inode   u64 ino -> fs_inode record (FS_INODE_BYTES, little-endian)
  *   dirent  u64 parent (big-endian) + u64 name hash (big-endian) + name
  *           -> u64 child ino + u8 type; readdir goes in hash order, so a
@@ -51,7 +51,7 @@ typedef struct fs_options {
 	int sync;               /* every call durable on return */
 	int readonly;
 	int quiet;
-	int progress; /* a long recovery shows how far it is on a terminal (tp.h) */
+	int progress; /* a long recovery shows how far it is on a terminal (backend.h) */
 	const char *logdir;     /* the store's log is here now, not where mkfs put it */
 	uint32_t tx_wait_ms;      /* fs_tx.c X8: the longest a plain write waits in all for
 				     transactions' locks before they yield (500) */
@@ -70,9 +70,9 @@ typedef struct fs_caller {
 			   locks X at once, so read-then-write never
 			   deadlocks on the upgrade */
 	int refuse;     /* an errno every call of this caller fails with
-			   (an orphaned member, fsd_tx.c L2), or 0 */
+			   (an orphaned member, fsd_txbind.c L2), or 0 */
 	int refuse_changes; /* an errno every change (not a read) of this
-			   caller fails with (fsd_tx.c M3), or 0 */
+			   caller fails with (fsd_txbind.c M3), or 0 */
 } fs_caller;
 
 typedef struct fs_attr {
@@ -179,7 +179,7 @@ int fs_stat_fs(fs *f, fs_statfs *out);
 /* User transactions (fs_tx.c): a transaction's members see its changes,
  * kept in a private write set until commit applies them as one engine
  * transaction; everyone else sees the committed store.  The daemon binds
- * processes (fsd_tx.c); the fs layer knows a transaction by its bound pid
+ * processes (fsd_txbind.c); the fs layer knows a transaction by its bound pid
  * and that process's start time (pid reuse), and every fs_* call of a
  * member carries the transaction in its caller (fs_caller.tx).
  *
@@ -188,16 +188,28 @@ int fs_stat_fs(fs *f, fs_statfs *out);
  * EDEADLK (or ECONNABORTED) until fs_tx_end.  Handles are counted: every
  * fs_tx_* that returns one took a reference for fs_tx_put. */
 enum { FS_TX_ACTIVE, FS_TX_DOOMED, FS_TX_ENDED };
-/* What the kernel's caches must drop when a transaction ends, and after a
- * member's change (fsd): an inode (its attributes and pages), or the entry
- * name in directory parent (name != NULL); view is the transaction's
- * (fs_tx_view), or 0 if the kernel was never given a node id of its own
- * (fs_tx_mark_aliased). */
-typedef void (*fs_notify_fn)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
-/* The kernel should hold data (size bytes) as the whole content of
- * regular file ino, about to be committed (fs_tx.c X6). */
-typedef void (*fs_grow_fn)(void *ctx, uint64_t ino, const void *data, size_t size);
-void fs_set_notify(fs *f, fs_notify_fn fn, fs_grow_fn grow, void *ctx);
+/* Who keeps copies of the file system's objects (the daemon: the
+ * kernel's caches) is told what a transaction's end changes (fs_tx.c X6),
+ * from a thread of the layer's own, while the commit's locks still keep
+ * every other call from reading it.
+ *   changed: these objects changed: an inode (its attributes and data), or
+ *            the entry name in directory ino (name != NULL); view is the
+ *            transaction's (fs_tx_view), or 0 if its own objects were
+ *            never shown (fs_tx_mark_aliased).
+ *   content: regular file ino, about to be committed, holds exactly these
+ *            size bytes (may be NULL).
+ *   blocked: 1 (or -1: cannot tell) if thread tid, inside changed or
+ *            content, waits for something that a call waiting for the
+ *            commit's locks may hold: the commit then stops waiting for it
+ *            and releases its locks. */
+typedef struct fs_observer {
+	void (*changed)(void *ctx, uint64_t view, uint64_t ino, const char *name, size_t len);
+	void (*content)(void *ctx, uint64_t ino, const void *data, size_t size);
+	int (*blocked)(void *ctx, pid_t tid);
+	void *ctx;
+} fs_observer;
+/* o NULL: none (stops the thread after its last job). */
+void fs_set_observer(fs *f, const fs_observer *o);
 /* Begins a transaction bound to process pid (start: its start time; ppid:
  * its parent); view: fs_tx_view's (not 0); aliased: the kernel may hold
  * inodes of this view already (fs_tx_mark_aliased). */
@@ -210,14 +222,14 @@ void fs_tx_put(fs_tx *tx);
 /* Open transactions right now (a hint, without a lock: 0 costs nothing). */
 int fs_tx_count(const fs *f);
 /* The same, sequentially consistent with fs_tx_begin's count (a Dekker
- * handshake with a flag: fsd_tx.c need_wake). */
+ * handshake with a flag: fsd_txbind.c need_wake). */
 int fs_tx_count_sc(const fs *f);
 uint64_t fs_tx_gen(fs *f);
 /* Open transactions whose write set changed the root directory's inode
  * (its attributes, links or times): while there are none, every view of
  * the root's attributes is the committed one (a hint, without a lock). */
 int fs_root_private(const fs *f);
-/* The kernel was given a node id private to tx (fsd.h: aliases); until
+/* The kernel was given a node id private to tx (fuse/fsd_int.h: aliases, fsd_txbind.c C5); until
  * then, nothing of tx's own can be in the kernel's caches. */
 void fs_tx_mark_aliased(fs_tx *tx);
 int fs_tx_aliased(const fs_tx *tx);
@@ -226,7 +238,7 @@ int fs_tx_aliased(const fs_tx *tx);
 uint64_t fs_tx_view(const fs_tx *tx);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
-/* The owner's group (fsd_tx.c M1), set once after begin; (gid_t)-1 until then: any. */
+/* The owner's group (fsd_txbind.c M1), set once after begin; (gid_t)-1 until then: any. */
 void fs_tx_set_gid(fs_tx *tx, gid_t gid);
 gid_t fs_tx_gid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);
@@ -279,9 +291,6 @@ void fs_interrupt_done(fs *f, pid_t tid);
  * inside a transaction asked for it three times. */
 pid_t fs_thread_id(void);
 int fs_tx_watch(fs *f, int (*blocked)(pid_t pid, void *ctx), void *ctx);
-/* Whether process or thread pid sleeps uninterruptibly (state D of
- * /proc/PID/stat): 1, 0, or -1 when that cannot be read. */
-int fs_sleeps_in_kernel(pid_t pid);
 /* Aborts every open transaction (unmount). */
 void fs_tx_abort_all(fs *f, const char *reason);
 

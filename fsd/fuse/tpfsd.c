@@ -3,25 +3,25 @@
  * libfuse3's low-level API with a multi-threaded session loop.
  *
  * Start-up order, and why:
- * D1  Options are parsed, and the FUSE session made (libfuse rejects
+ * G1  Options are parsed, and the FUSE session made (libfuse rejects
  *     unknown options), before anything touches the store.
- * D2  Unless -f, the daemon forks before it opens the store: the child does
+ * G2  Unless -f, the daemon forks before it opens the store: the child does
  *     all the work and the parent only waits on a pipe for the child's
  *     verdict, then exits with it.  So recovery messages and errors reach
  *     the terminal, the exit status says whether the mount happened, and no
  *     thread, lock or open file of the engine has to survive a fork
  *     (fuse_daemonize forks last, which would lose them).
- * D3  The store is opened (and recovered) before the kernel mount, so a
+ * G3  The store is opened (and recovered) before the kernel mount, so a
  *     mount that fails leaves nothing mounted, and a mounted file system
  *     always has a store behind it.
- * D4  Paths are made absolute first: the daemon leaves its working
+ * G4  Paths are made absolute first: the daemon leaves its working
  *     directory for / when it detaches, and the engine opens log segments
  *     by path long after.
- * D5  Before the store is opened, it is made private to its owner again if
- *     anything of it is open to group or others (tp_private; each path is
+ * G5  Before the store is opened, it is made private to its owner again if
+ *     anything of it is open to group or others (be_private; each path is
  *     logged with its old and new mode).  A read-only mount changes
  *     nothing, so it refuses such a store, naming each path.
- * D6  The mount point is looked at in the mount table, after the store
+ * G6  The mount point is looked at in the mount table, after the store
  *     lock is held and before the store is opened (clear_mountpoint): a
  *     dead mount of the same store, left by a crash, is detached; a live
  *     tpfs mount of another store is refused; nothing is stacked on them.
@@ -31,17 +31,7 @@
  * writes a checkpoint (the next mount needs no redo).  Its result is the
  * exit status.  Signals are blocked during shutdown.
  *
- * Logging: stderr in the foreground; syslog (facility daemon) once
- * detached, where what the engine writes to stderr is forwarded too.  And,
- * once the store is mounted read-write, every message also goes to the
- * log file STORE/tpfsd.log (FSD_LOGFILE), so that nothing is lost on a
- * machine without syslog: mode 0600 like every store file (io.c I8, so
- * that tp_private and `tpfs check` C7 find nothing open to others),
- * written only with pwrite at its end (as io.c writes the store: the fs
- * crash tests' power-cut shim journals it like the other store files),
- * and bounded: past FSD_LOGFILE_MAX bytes it becomes tpfsd.log.1, replacing
- * the one before, and a new one begins.  Not under -o ro: nothing is
- * written to the store then.  `tpfs stat` names it.
+ * Logging: fsd_log.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,10 +54,11 @@
 #include <fuse_lowlevel.h>
 
 #include "fsd_io.h"
+#include "fsd_log.h"
 #include "fs.h"
 #include "fs_lock.h"
 #include "fsd_ops.h"
-#include "tp.h"
+#include "backend.h"
 
 #ifndef TPFS_VERSION
 #define TPFS_VERSION "0.1.0"
@@ -175,123 +166,6 @@ static const char usage_more[] =
 /* ---------------------------------------------------------------------- */
 /* Logging                                                                */
 
-static int log_syslog; /* detached: syslog instead of stderr */
-static int log_debug;  /* -d */
-
-#define FSD_LOGFILE "tpfsd.log"
-#define FSD_LOGFILE_MAX (1u << 20)
-static pthread_mutex_t logfile_mu = PTHREAD_MUTEX_INITIALIZER;
-static int logfile_fd = -1;        /* under logfile_mu; -1: none */
-static uint64_t logfile_off;       /* under logfile_mu: its size */
-static char logfile_path[PATH_MAX]; /* set once, before any thread */
-
-static int logfile_open_locked(void)
-{
-	struct stat st;
-	int fd = open(logfile_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -1;
-	if (fchmod(fd, 0600) != 0 || fstat(fd, &st) != 0) { /* I8: whatever the umask */
-		close(fd);
-		return -1;
-	}
-	logfile_fd = fd;
-	logfile_off = (uint64_t)st.st_size;
-	return 0;
-}
-
-/* Starts the log file of the mounted store: 0, or an errno. */
-static int logfile_start(const char *store)
-{
-	int rc = 0;
-	if (snprintf(logfile_path, sizeof logfile_path, "%s/%s", store, FSD_LOGFILE) >= (int)sizeof logfile_path)
-		return ENAMETOOLONG;
-	pthread_mutex_lock(&logfile_mu);
-	if (logfile_open_locked() != 0)
-		rc = errno;
-	pthread_mutex_unlock(&logfile_mu);
-	if (rc)
-		logfile_path[0] = 0;
-	return rc;
-}
-
-const char *fsd_log_file(void) { return logfile_path[0] ? logfile_path : NULL; }
-
-/* One line, with the time and pid; the file turned over at its bound. */
-static void logfile_put(const char *text)
-{
-	char line[1200], ts[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	int n = snprintf(line, sizeof line, "%s tpfsd[%d]: %s\n", ts, (int)getpid(), text);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof line) {
-		n = (int)sizeof line - 1;
-		line[n - 1] = '\n';
-	}
-	pthread_mutex_lock(&logfile_mu);
-	if (logfile_fd >= 0 && logfile_off + (uint64_t)n > FSD_LOGFILE_MAX && logfile_off > 0) {
-		char old[PATH_MAX + 2];
-		snprintf(old, sizeof old, "%s.1", logfile_path);
-		close(logfile_fd);
-		logfile_fd = -1;
-		if (rename(logfile_path, old) == 0 || errno == ENOENT)
-			(void)logfile_open_locked();
-	}
-	if (logfile_fd >= 0 && pwrite(logfile_fd, line, (size_t)n, (off_t)logfile_off) == n)
-		logfile_off += (uint64_t)n;
-	pthread_mutex_unlock(&logfile_mu);
-}
-
-static void logfile_vput(const char *fmt, va_list ap)
-{
-	char text[1024];
-	if (logfile_fd < 0) /* a hint: rechecked under the lock */
-		return;
-	vsnprintf(text, sizeof text, fmt, ap);
-	text[strcspn(text, "\n")] = 0;
-	if (text[0])
-		logfile_put(text);
-}
-
-void fsd_log(int prio, const char *fmt, ...)
-{
-	va_list ap;
-	if (prio >= LOG_DEBUG && !log_debug)
-		return;
-	va_start(ap, fmt);
-	va_list ap2;
-	va_copy(ap2, ap);
-	logfile_vput(fmt, ap2);
-	va_end(ap2);
-	if (log_syslog) {
-		vsyslog(prio, fmt, ap);
-	} else {
-		fputs("tpfsd: ", stderr);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-	}
-	va_end(ap);
-}
-
-/* libfuse's messages; they end with a newline. */
-static void fuse_logger(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	if ((int)level >= LOG_DEBUG && !log_debug)
-		return;
-	va_list ap2;
-	va_copy(ap2, ap);
-	logfile_vput(fmt, ap2);
-	va_end(ap2);
-	if (log_syslog)
-		vsyslog((int)level, fmt, ap);
-	else
-		vfprintf(stderr, fmt, ap);
-}
-
 /* Once detached, fd 2 is a pipe whose lines this thread sends to syslog:
  * whatever the engine or a library writes to stderr is kept. */
 static pthread_t stderr_thread;
@@ -307,7 +181,7 @@ static void *stderr_main(void *arg)
 		line[strcspn(line, "\n")] = 0;
 		if (line[0]) {
 			syslog(LOG_ERR, "%s", line);
-			logfile_put(line);
+			fsd_log_line(line);
 		}
 	}
 	fclose(in);
@@ -594,7 +468,7 @@ static int parse_args(conf *c, int argc, char **argv)
 
 static int resolve_logdir(conf *c);
 
-/* The mount point answers ENOTCONN: a dead FUSE mount (D6).  Its absolute
+/* The mount point answers ENOTCONN: a dead FUSE mount (G6).  Its absolute
  * path is its parent's and its name, found without touching it. */
 static int dead_mountpoint(conf *c)
 {
@@ -623,7 +497,7 @@ static int dead_mountpoint(conf *c)
 	return 0;
 }
 
-/* D4, and the checks that give clear messages before anything starts. */
+/* G4, and the checks that give clear messages before anything starts. */
 static int resolve_paths(conf *c)
 {
 	struct stat st;
@@ -634,7 +508,7 @@ static int resolve_paths(conf *c)
 	if (!realpath(c->mnt, c->mnt_abs) || stat(c->mnt_abs, &st) != 0) {
 		int e = errno;
 		if (e == ENOTCONN && dead_mountpoint(c) == 0)
-			return resolve_logdir(c); /* D6 clears it */
+			return resolve_logdir(c); /* G6 clears it */
 		fprintf(stderr, "tpfsd: mount point %s: %s\n", c->mnt, strerror(e));
 		return -1;
 	}
@@ -679,7 +553,7 @@ static int fuse_defaults(conf *c)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Detaching (D2)                                                         */
+/* Detaching (G2)                                                         */
 
 /* Forks; the parent waits for the child's verdict and exits with it. */
 static int detach_start(void)
@@ -728,7 +602,7 @@ static void detach_finish(int verdict_fd)
 	int null = open("/dev/null", O_RDWR), p[2];
 	if (chdir("/") != 0)
 		fsd_log(LOG_WARNING, "chdir /: %s", strerror(errno));
-	log_syslog = 1;
+	fsd_log_to_syslog();
 	if (null >= 0) {
 		dup2(null, 0);
 		dup2(null, 1);
@@ -839,15 +713,15 @@ static void tick_stop(void)
 
 /* One daemon per store: a second tpfsd (a repeated mount -a, a second
  * fstab line) would run a second engine on the same files.  The store lock
- * (fs_lock.h, K1), held until exit; taken by the child, which outlives the
- * parent (D2).  A daemon still closing the store after an unmount is waited
- * for (K2).  (Belongs in tp_open: then drop this.) */
+ * (fs_lock.h, Q1), held until exit; taken by the child, which outlives the
+ * parent (G2).  A daemon still closing the store after an unmount is waited
+ * for (Q2).  (Belongs in tp_open: then drop this.) */
 static int lock_store(const char *store)
 {
 	return fs_lock_store(store, 0, "tpfsd");
 }
 
-/* D6: what is mounted on the mount point.  Nothing, or something that is
+/* G6: what is mounted on the mount point.  Nothing, or something that is
  * not tpfs: mount over it.  A mount of this store: its daemon is gone (this
  * one holds the store lock), so it is a dead mount left by a crash: abort
  * its connection (a thread of the killed daemon may hang in the kernel),
@@ -906,7 +780,7 @@ static int clear_mountpoint(const conf *c)
 	return -1;
 }
 
-/* D5 */
+/* G5 */
 static void loose_path(void *arg, const char *path, unsigned mode, unsigned want)
 {
 	const conf *c = arg;
@@ -920,12 +794,12 @@ static void loose_path(void *arg, const char *path, unsigned mode, unsigned want
 static int make_private(const conf *c)
 {
 	unsigned n = 0;
-	int rc = tp_private(c->store_abs, c->logdir, !c->fo.readonly, loose_path, (void *)c, &n);
+	int rc = be_private(c->store_abs, c->logdir, !c->fo.readonly, loose_path, (void *)c, &n);
 	if (rc < 0) /* not a store, or no log directory: fs_mount says why */
 		return 0;
 	if (rc) {
 		fsd_log(LOG_ERR, "%s: not mounted: cannot make the store private to its owner: %s", c->store_abs,
-			tp_errmsg());
+			be_errmsg(NULL));
 		return -1;
 	}
 	if (n && c->fo.readonly) {
@@ -1010,7 +884,7 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof d);
 	c.fo.commit_ms = 1000;
 	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
-	c.max_user_tx = 256; /* fsd_tx.c T2 */
+	c.max_user_tx = 256; /* fsd_txbind.c T2 */
 	c.max_threads = 512; /* requests waiting for transactions' locks must leave threads for txcommit */
 	c.max_idle_threads = 10;
 	if (parse_args(&c, argc, argv) != 0) {
@@ -1027,14 +901,14 @@ int main(int argc, char **argv)
 		printf("tpfsd %s (libfuse %s)\n", TPFS_VERSION, fuse_pkgversion());
 		return 0;
 	}
-	log_debug = c.debug;
-	fuse_set_log_func(fuse_logger);
+	fsd_log_debug(c.debug);
+	fuse_set_log_func(fsd_log_fuse);
 	if (resolve_paths(&c) != 0 || fuse_defaults(&c) != 0)
 		return 1;
 	if (c.logdir)
 		c.fo.logdir = c.logdir;
 
-	/* D1 */
+	/* G1 */
 	if (fuse_opt_add_arg(&args, "tpfsd") || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, c.fuse_opts) || (c.debug && fuse_opt_add_arg(&args, "-d"))) {
 		fprintf(stderr, "tpfsd: out of memory\n");
@@ -1055,18 +929,18 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (!c.foreground) /* D2 */
+	if (!c.foreground) /* G2 */
 		verdict = detach_start();
 	openlog("tpfsd", LOG_PID, LOG_DAEMON);
 
-	/* D3 */
-	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* D6, D5 */
+	/* G3 */
+	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* G6, G5 */
 		goto out;
 	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
 		goto out;
 	}
-	if (!c.fo.readonly && (rc = logfile_start(c.store_abs)) != 0)
+	if (!c.fo.readonly && (rc = fsd_log_start_file(c.store_abs)) != 0)
 		fsd_log(LOG_WARNING, "%s/%s: %s: messages go to %s only", c.store_abs, FSD_LOGFILE, strerror(rc),
 			c.foreground ? "standard error" : "syslog");
 	/* libfuse takes over only signals at their default: a shell without job

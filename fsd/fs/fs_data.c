@@ -57,7 +57,7 @@ static int block_read(fs_op *op, uint64_t ino, uint64_t b, unsigned char *buf, s
 	size_t vl = 0;
 	bkey(k, ino, b);
 	int rc = fs_rget(op, WS_DATA, k, 16, buf, op->f->bsize, &vl);
-	if (rc == TP_ENOTFOUND) {
+	if (rc == BE_ENOTFOUND) {
 		*exists = 0;
 		vl = 0;
 	} else if (rc) {
@@ -66,7 +66,7 @@ static int block_read(fs_op *op, uint64_t ino, uint64_t b, unsigned char *buf, s
 		*exists = 1;
 	}
 	if (vl > op->f->bsize)
-		return TP_ECORRUPT;
+		return BE_ECORRUPT;
 	memset(buf + vl, 0, op->f->bsize - vl);
 	*len = vl;
 	return 0;
@@ -79,7 +79,7 @@ static int block_exists(fs_op *op, uint64_t ino, uint64_t b, int *exists)
 	bkey(k, ino, b);
 	int rc = fs_rget(op, WS_DATA, k, 16, NULL, 0, NULL);
 	*exists = rc == 0;
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 /* Stores block b (len bytes); counts it if new (D2).  Not known to exist:
@@ -110,7 +110,7 @@ static int block_delete(fs_op *op, fs_inode *in, uint64_t b)
 	int rc = fs_rdel(op, WS_DATA, k, 16);
 	if (rc == 0 && in->blocks)
 		in->blocks--;
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *out, size_t *got)
@@ -145,7 +145,7 @@ int fs_data_get(fs_op *op, const fs_inode *in, uint64_t off, size_t size, void *
 		if (b <= last) {
 			bkey(lo, in->ino, b);
 			bkey(hi, in->ino, b + PREFETCH_AHEAD < last ? b + PREFETCH_AHEAD : last);
-			tp_prefetch(op->f->data, lo, 16, hi, 16);
+			be_prefetch(op->f->data, lo, 16, hi, 16);
 		}
 	}
 	return rc;
@@ -218,7 +218,7 @@ static int drop_from(fs_op *op, fs_inode *in, uint64_t from, uint64_t max, int *
 		n++;
 	}
 	fs_cur_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 int fs_data_drop_all(fs_op *op, fs_inode *in) { return drop_from(op, in, 0, 0, NULL); }
@@ -282,7 +282,7 @@ static int read_fn(fs_op *op, void *arg)
 {
 	io_arg *a = arg;
 	fs_inode in;
-	int rc, mode = op->tx && a->c && a->c->update ? TP_LOCK_X : TP_LOCK_S;
+	int rc, mode = op->tx && a->c && a->c->update ? BE_LOCK_X : BE_LOCK_S;
 	if ((rc = fs_lock(op, a->ino, mode)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (S_ISDIR(in.mode))
@@ -303,7 +303,7 @@ static int write_fn(fs_op *op, void *arg)
 	io_arg *a = arg;
 	fs_inode in;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (S_ISDIR(in.mode))
 		return EISDIR;
@@ -355,7 +355,7 @@ static int setattr_fn(fs_op *op, void *arg)
 	fs_inode in;
 	struct timespec now;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	fs_now(&now);
 	if (a->set & FS_SET_SIZE) {
@@ -418,7 +418,7 @@ static int fallocate_fn(fs_op *op, void *arg)
 	fs_inode in;
 	unsigned char *buf;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (S_ISDIR(in.mode))
 		return EISDIR;
@@ -488,7 +488,7 @@ static int lseek_fn(fs_op *op, void *arg)
 	fs_cur *c;
 	unsigned char k[16];
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (a->off >= in.size)
 		return ENXIO;
@@ -507,7 +507,7 @@ static int lseek_fn(fs_op *op, void *arg)
 				found = fs_getbe64(key + 8) * bs;
 		}
 		fs_cur_close(c);
-		if (rc && rc != TP_ENOTFOUND)
+		if (rc && rc != BE_ENOTFOUND)
 			return rc;
 		if (found == UINT64_MAX || found >= in.size)
 			return ENXIO;
@@ -528,7 +528,7 @@ static int lseek_fn(fs_op *op, void *arg)
 		rc = fs_cur_next(c);
 	}
 	fs_cur_close(c);
-	if (rc && rc != TP_ENOTFOUND)
+	if (rc && rc != BE_ENOTFOUND)
 		return rc;
 	uint64_t hole = expect * bs;
 	if (hole > in.size)

@@ -68,9 +68,9 @@ static int dir_get(fs_op *op, uint64_t parent, const char *name, size_t len, uin
 	size_t vl;
 	int rc = fs_rget(op, WS_DIRENT, k, dkey(k, parent, name, len), v, sizeof v, &vl);
 	if (rc)
-		return rc == TP_ENOTFOUND ? ENOENT : rc;
+		return rc == BE_ENOTFOUND ? ENOENT : rc;
 	if (vl != 9)
-		return TP_ECORRUPT;
+		return BE_ECORRUPT;
 	memcpy(ino, v, 8);
 	if (type)
 		*type = v[8];
@@ -107,7 +107,7 @@ static int dir_empty(fs_op *op, uint64_t ino, int *empty)
 		size_t kl;
 		fs_cur_get(c, &key, &kl, NULL, NULL);
 		*empty = !(kl >= 8 && memcmp(key, k, 8) == 0);
-	} else if (rc == TP_ENOTFOUND) {
+	} else if (rc == BE_ENOTFOUND) {
 		rc = 0;
 	}
 	fs_cur_close(c);
@@ -120,8 +120,8 @@ static int dir_empty(fs_op *op, uint64_t ino, int *empty)
 static int lock_entry(fs_op *op, uint64_t parent, const char *name, size_t len, uint64_t *child)
 {
 	int rc;
-	if ((rc = fs_lock_name(op, parent, name, len, TP_LOCK_X)) != 0 ||
-	    (rc = fs_ilock_all(op, &parent, 1, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock_name(op, parent, name, len, BE_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, &parent, 1, BE_LOCK_X)) != 0)
 		return rc;
 	for (int tries = 0; tries < 100; tries++) {
 		uint64_t c;
@@ -134,12 +134,12 @@ static int lock_entry(fs_op *op, uint64_t parent, const char *name, size_t len, 
 			return rc;
 		if (c == *child || c > parent || op->tx) {
 			*child = c;
-			return fs_lock(op, c, TP_LOCK_X); /* held already when c == *child */
+			return fs_lock(op, c, BE_LOCK_X); /* held already when c == *child */
 		}
 		/* below the parent: take both in order, then look again */
 		(void)fs_iunlock(op, parent);
 		uint64_t both[2] = {c, parent};
-		if ((rc = fs_ilock_all(op, both, 2, TP_LOCK_X)) != 0)
+		if ((rc = fs_ilock_all(op, both, 2, BE_LOCK_X)) != 0)
 			return rc;
 		*child = c;
 	}
@@ -167,8 +167,8 @@ static int lookup_fn(fs_op *op, void *arg)
 	uint64_t ino;
 	unsigned type;
 	int rc;
-	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_S)) != 0 ||
-	    (rc = fs_ilock_all(op, &a->parent, 1, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, BE_LOCK_S)) != 0 ||
+	    (rc = fs_ilock_all(op, &a->parent, 1, BE_LOCK_S)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
 		return rc;
 	if (!S_ISDIR(p.mode))
 		return ENOTDIR;
@@ -181,11 +181,11 @@ static int lookup_fn(fs_op *op, void *arg)
 	 * above); a file it goes on to read or write is locked then (S or X)
 	 * -- an S lock here would turn every open-then-write of a file that
 	 * two transactions update into an upgrade deadlock (TPC-B's branch). */
-	if (op->tx ? type == DT_DIR && (rc = fs_lock(op, ino, TP_LOCK_IS)) != 0
-		   : ino > a->parent && (rc = fs_lock(op, ino, TP_LOCK_S)) != 0)
+	if (op->tx ? type == DT_DIR && (rc = fs_lock(op, ino, BE_LOCK_IS)) != 0
+		   : ino > a->parent && (rc = fs_lock(op, ino, BE_LOCK_S)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, ino, &in)) != 0)
-		return rc == ENOENT ? TP_ECORRUPT : rc;
+		return rc == ENOENT ? BE_ECORRUPT : rc;
 	fs_iattr(op->f, &in, a->out);
 	fs_ref(op->f, ino, 1); /* under the lock: no unlink can free it first */
 	return 0;
@@ -206,8 +206,8 @@ static int create_fn(fs_op *op, void *arg)
 	fs_inode p, in = {0};
 	uint64_t dummy;
 	int rc;
-	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_X)) != 0 ||
-	    (rc = fs_ilock_all(op, &a->parent, 1, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, BE_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, &a->parent, 1, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->parent, &p)) != 0)
 		return rc;
 	if (!S_ISDIR(p.mode))
 		return ENOTDIR;
@@ -220,7 +220,7 @@ static int create_fn(fs_op *op, void *arg)
 	if (S_ISDIR(a->mode) && p.nlink >= FS_LINK_MAX)
 		return EMLINK;
 	in.ino = a->ino; /* larger than every inode that exists: locks stay ordered */
-	if ((rc = fs_lock(op, in.ino, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock(op, in.ino, BE_LOCK_X)) != 0)
 		return rc;
 	in.mode = a->mode;
 	in.uid = a->c->uid;
@@ -303,8 +303,8 @@ static int link_fn(fs_op *op, void *arg)
 	fs_inode p, in;
 	uint64_t both[2] = {a->ino, a->parent}, dummy;
 	int rc;
-	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, TP_LOCK_X)) != 0 ||
-	    (rc = fs_ilock_all(op, both, 2, TP_LOCK_X)) != 0 || (rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock_name(op, a->parent, a->name, a->len, BE_LOCK_X)) != 0 ||
+	    (rc = fs_ilock_all(op, both, 2, BE_LOCK_X)) != 0 || (rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0)
 		return rc;
 	if ((rc = fs_iget(op, a->parent, &p)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
@@ -447,7 +447,7 @@ static int is_ancestor(fs_op *op, uint64_t dir, uint64_t ino, int *yes)
 			return rc;
 		ino = in.parent;
 	}
-	return TP_ECORRUPT;
+	return BE_ECORRUPT;
 }
 
 static int rename_fn(fs_op *op, void *arg)
@@ -459,10 +459,10 @@ static int rename_fn(fs_op *op, void *arg)
 	struct timespec now;
 	int rc, exch = a->flags & RENAME_EXCHANGE;
 
-	if (a->p1 != a->p2 && (rc = fs_tp_lock(op, rlock, sizeof rlock - 1, TP_LOCK_X)) != 0)
+	if (a->p1 != a->p2 && (rc = fs_be_lock(op, rlock, sizeof rlock - 1, BE_LOCK_X)) != 0)
 		return rc;
-	if ((rc = fs_lock_name(op, a->p1, a->n1, a->l1, TP_LOCK_X)) != 0 ||
-	    (rc = fs_lock_name(op, a->p2, a->n2, a->l2, TP_LOCK_X)) != 0)
+	if ((rc = fs_lock_name(op, a->p1, a->n1, a->l1, BE_LOCK_X)) != 0 ||
+	    (rc = fs_lock_name(op, a->p2, a->n2, a->l2, BE_LOCK_X)) != 0)
 		return rc;
 	/* lock the parents, learn the children, lock all four in order (F2) */
 	for (int tries = 0;; tries++) {
@@ -470,7 +470,7 @@ static int rename_fn(fs_op *op, void *arg)
 		uint64_t n1 = 0, n2 = 0;
 		if (tries > 100)
 			return EAGAIN;
-		if ((rc = fs_ilock_all(op, v, 4, TP_LOCK_X)) != 0 || (rc = fs_lock_all(op, kids, 2, TP_LOCK_X)) != 0)
+		if ((rc = fs_ilock_all(op, v, 4, BE_LOCK_X)) != 0 || (rc = fs_lock_all(op, kids, 2, BE_LOCK_X)) != 0)
 			return rc;
 		rc = dir_get(op, a->p1, a->n1, a->l1, &n1, NULL);
 		if (rc)
@@ -610,7 +610,7 @@ static int readlink_fn(fs_op *op, void *arg)
 	fs_inode in;
 	size_t got;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	if (!S_ISLNK(in.mode))
 		return EINVAL;
@@ -651,7 +651,7 @@ static int entry_attr(fs_op *op, uint64_t ino, unsigned type, int plus, fs_attr 
 	fs_inode in;
 	int rc = fs_iget(op, ino, &in);
 	if (rc)
-		return rc == ENOENT ? TP_ECORRUPT : rc;
+		return rc == ENOENT ? BE_ECORRUPT : rc;
 	fs_iattr(op->f, &in, a);
 	return 0;
 }
@@ -663,7 +663,7 @@ static int readdir_fn(fs_op *op, void *arg)
 	fs_attr at;
 	fs_cur *c = NULL;
 	int rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &d)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_S)) != 0 || (rc = fs_iget(op, a->ino, &d)) != 0)
 		return rc;
 	if (!S_ISDIR(d.mode))
 		return ENOTDIR;
@@ -692,7 +692,7 @@ static int readdir_fn(fs_op *op, void *arg)
 		if (kl < 16 || memcmp(key, k, 8) != 0)
 			break; /* past this directory */
 		if (vl != 9 || kl - 16 > FS_NAME_MAX) {
-			rc = TP_ECORRUPT;
+			rc = BE_ECORRUPT;
 			break;
 		}
 		memcpy(name, key + 16, kl - 16);
@@ -704,7 +704,7 @@ static int readdir_fn(fs_op *op, void *arg)
 			break;
 	}
 	fs_cur_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 int fs_readdir(fs *f, const fs_caller *c, uint64_t ino, uint64_t off, int plus, fs_fill_fn fill, void *ctx)

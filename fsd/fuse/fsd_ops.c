@@ -21,13 +21,13 @@
  *     (fs_released); a reply that cannot be delivered ends it at once.
  * H4  What a reply lets the kernel cache, and for how long, is decided in
  *     one place: entry_timeout, attr_timeout, open_flags, opendir_flags
- *     (and op_init for the connection).  These are safe for plain POSIX
+ *     (and fsd_init for the connection).  These are safe for plain POSIX
  *     use, where every change passes through this kernel, which updates or
  *     drops its own caches as it sends each change (and one daemon serves a
- *     store: tpfsd.c, lock_store).  The transaction issue (DESIGN.md 3) will
- *     make them zero / off for objects an active transaction changed, and
- *     invalidate at commit and abort.
- * H5  An fs result reaches the kernel as an errno through reply_err only.
+ *     store: tpfsd.c, lock_store).  While user transactions are open they
+ *     are zero / off (fsd_txbind.c C1, C2), and commit and abort
+ *     invalidate what changed (C4).
+ * H5  An fs result reaches the kernel as an errno through fsd_reply_err only.
  *
  * Round trips saved (each ~24 us), counted per kind (fsd_ops.h):
  * readdirplus always (no lookup per entry after a listing); entry,
@@ -111,7 +111,7 @@ void fsd_to_stat(const fs_attr *a, struct stat *st)
 	st->st_ctim = a->ctime;
 }
 
-/* C1 (fsd_tx.c): a transaction is open, or was less than TX_LINGER_NS
+/* C1 (fsd_txbind.c): a transaction is open, or was less than TX_LINGER_NS
  * ago (so that a begin right after a commit need not wait out names cached
  * in between: C6). */
 #define TX_LINGER_NS 5000000000ull
@@ -148,7 +148,7 @@ static double attr_timeout(const fsd *d, const fs_attr *a)
 double fsd_negative_timeout(const fsd *d) { return tx_mode(d) ? 0 : d->negative_timeout; }
 
 /* H4: what the kernel may cache of an open file.  keep_cache: the page cache
- * survives the open (every write went through it: op_init); noflush: no
+ * survives the open (every write went through it: fsd_init); noflush: no
  * FLUSH request at each close(), since flush has nothing to do (writes are
  * not buffered). */
 void fsd_open_flags(const fsd *d, const fs_caller *c, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -289,7 +289,7 @@ void fsd_reply_stats(fuse_req_t req, fsd *d, size_t size)
  * (READDIRPLUS_AUTO off), O_TRUNC inside open, asynchronous reads, cached
  * symlink targets, parallel lookups and readdirs in one directory.  Off:
  * the writeback cache (writes would sit in the shared page cache, out of
- * any transaction's reach: DESIGN.md 3), NFS export, remote locks (the
+ * any transaction's reach: fsd_txbind.c C2), NFS export, remote locks (the
  * kernel keeps POSIX and flock locks locally), ACLs.  HANDLE_KILLPRIV (v1)
  * off; its v2, which libfuse 3.14 cannot name, is asked for by fsd_io.c:
  * then the daemon clears set-user-ID and set-group-ID bits when a file is
@@ -302,8 +302,8 @@ void fsd_reply_stats(fuse_req_t req, fsd *d, size_t size)
  * already holds what was written) means reading back everything just
  * written: 64 read requests after a 64 MiB write.  Every change of file data
  * passes through this kernel (writes, truncates, fallocate and
- * copy_file_range, whose ranges the kernel drops itself); the transaction
- * issue must invalidate explicitly at commit and abort anyway (DESIGN.md 3).
+ * copy_file_range, whose ranges the kernel drops itself); commit and abort
+ * of a user transaction invalidate explicitly (fsd_txbind.c C4).
  * Then the user's -o max_write=, splice_read, auto_inval_data, ...
  * (fuse_parse_conn_info_opts).
  */

@@ -5,10 +5,10 @@
  * committed store, and changes only the write set (fs_ws.h), while a plain
  * call reads and changes the store through its engine transaction.
  *
- *   R1  A member's call never changes the store: puts and deletes go to
+ *   J1  A member's call never changes the store: puts and deletes go to
  *       the write set; reads take the write set's record if it has one
- *       (a deletion mark reads as absent), else the store's (S1).
- *   R2  A merged cursor returns, in key order, every key present in the
+ *       (a deletion mark reads as absent), else the store's (Y1).
+ *   J2  A merged cursor returns, in key order, every key present in the
  *       write set or the store and not marked deleted in the write set,
  *       with the write set's value where it has one.  It is positioned by
  *       key, so records put or deleted behind or at it never make it lose
@@ -19,7 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-tp_tree *fs_tree(const fs *f, int tree)
+be_tree *fs_tree(const fs *f, int tree)
 {
 	switch (tree) {
 	case WS_INODE: return f->inodes;
@@ -36,26 +36,26 @@ int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t
 	size_t dummy;
 	if (!vlen)
 		vlen = &dummy;
-	if (op->ws) { /* R1 */
+	if (op->ws) { /* J1 */
 		int rc = ws_get(op->ws, tree, key, klen, val, cap, vlen);
 		if (rc == 1)
 			return 0;
 		if (rc == 0)
-			return TP_ENOTFOUND;
+			return BE_ENOTFOUND;
 		if (rc > 0)
 			return rc;
-		return tp_get(NULL, fs_tree(op->f, tree), key, klen, val, cap, vlen);
+		return be_get(NULL, fs_tree(op->f, tree), key, klen, val, cap, vlen);
 	}
-	return tp_get(op->t, fs_tree(op->f, tree), key, klen, val, cap, vlen);
+	return be_get(op->t, fs_tree(op->f, tree), key, klen, val, cap, vlen);
 }
 
-static int put_flags(const fs_op *op, int tree) { return tree == WS_DATA && op->ordered ? TP_ORDERED : 0; }
+static int put_flags(const fs_op *op, int tree) { return tree == WS_DATA && op->ordered ? BE_ORDERED : 0; }
 
 int fs_rput(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
 {
 	if (op->ws)
 		return ws_put(op->ws, tree, key, klen, val, vlen);
-	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, put_flags(op, tree));
+	return be_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, put_flags(op, tree));
 }
 
 int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, size_t vlen)
@@ -64,11 +64,11 @@ int fs_rins(fs_op *op, int tree, const void *key, size_t klen, const void *val, 
 		int rc = fs_rget(op, tree, key, klen, NULL, 0, NULL);
 		if (rc == 0)
 			return EEXIST;
-		if (rc != TP_ENOTFOUND)
+		if (rc != BE_ENOTFOUND)
 			return rc;
 		return ws_put(op->ws, tree, key, klen, val, vlen);
 	}
-	return tp_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, TP_NOOVERWRITE | put_flags(op, tree));
+	return be_put(op->t, fs_tree(op->f, tree), key, klen, val, vlen, BE_NOOVERWRITE | put_flags(op, tree));
 }
 
 int fs_rdel(fs_op *op, int tree, const void *key, size_t klen)
@@ -77,18 +77,18 @@ int fs_rdel(fs_op *op, int tree, const void *key, size_t klen)
 		int rc = fs_rget(op, tree, key, klen, NULL, 0, NULL);
 		return rc ? rc : ws_put(op->ws, tree, key, klen, NULL, 0);
 	}
-	return tp_del(op->t, fs_tree(op->f, tree), key, klen);
+	return be_del(op->t, fs_tree(op->f, tree), key, klen);
 }
 
-/* ---- merged cursors (R2) ---- */
+/* ---- merged cursors (J2) ---- */
 
 #define CUR_KEY_MAX 600
 
 struct fs_cur {
 	fs_op *op;
 	int tree;
-	tp_cursor *c;
-	int crc;                 /* the store cursor: 0 positioned, else TP_ENOTFOUND or an error */
+	be_cursor *c;
+	int crc;                 /* the store cursor: 0 positioned, else BE_ENOTFOUND or an error */
 	ws_node *w;              /* the first write-set node not before the position */
 	int from_ws;             /* the current record is w's */
 	unsigned char key[CUR_KEY_MAX];
@@ -107,8 +107,8 @@ int fs_cur_open(fs_op *op, int tree, fs_cur **out)
 		return ENOMEM;
 	k->op = op;
 	k->tree = tree;
-	k->crc = TP_ENOTFOUND;
-	if ((rc = tp_cursor_open(op->ws ? NULL : op->t, fs_tree(op->f, tree), &k->c)) != 0) {
+	k->crc = BE_ENOTFOUND;
+	if ((rc = be_cursor_open(op->ws ? NULL : op->t, fs_tree(op->f, tree), &k->c)) != 0) {
 		free(k);
 		return rc;
 	}
@@ -120,7 +120,7 @@ void fs_cur_close(fs_cur *k)
 {
 	if (!k)
 		return;
-	tp_cursor_close(k->c);
+	be_cursor_close(k->c);
 	free(k->vbuf);
 	free(k);
 }
@@ -137,7 +137,7 @@ static int take_ws(fs_cur *k)
 	size_t kl, vl;
 	const unsigned char *key = ws_node_key(k->w, &kl);
 	if (kl > CUR_KEY_MAX)
-		return TP_ECORRUPT;
+		return BE_ECORRUPT;
 	memcpy(k->key, key, kl);
 	k->klen = kl;
 	ws_node_value(k->op->ws, k->w, NULL, 0, &vl);
@@ -157,23 +157,23 @@ static int take_ws(fs_cur *k)
 	return 0;
 }
 
-/* Makes the current record the smaller of the two sides (R2). */
+/* Makes the current record the smaller of the two sides (J2). */
 static int settle(fs_cur *k)
 {
 	for (;;) {
 		const void *sk = NULL, *sv = NULL;
 		size_t skl = 0, svl = 0;
 		if (k->crc == 0)
-			tp_cursor_get(k->c, &sk, &skl, &sv, &svl);
-		else if (k->crc != TP_ENOTFOUND)
+			be_cursor_get(k->c, &sk, &skl, &sv, &svl);
+		else if (k->crc != BE_ENOTFOUND)
 			return k->crc;
 		if (k->w) {
 			size_t wkl;
 			const unsigned char *wk = ws_node_key(k->w, &wkl);
 			int c = sk ? keycmp(wk, wkl, sk, skl) : -1;
 			if (c <= 0) {
-				if (c == 0) /* the write set shadows the store (S1) */
-					k->crc = tp_cursor_next(k->c);
+				if (c == 0) /* the write set shadows the store (Y1) */
+					k->crc = be_cursor_next(k->c);
 				if (ws_node_is_del(k->w)) {
 					k->w = ws_next(k->op->ws, k->w);
 					continue;
@@ -182,9 +182,9 @@ static int settle(fs_cur *k)
 			}
 		}
 		if (!sk)
-			return TP_ENOTFOUND;
+			return BE_ENOTFOUND;
 		if (skl > CUR_KEY_MAX)
-			return TP_ECORRUPT;
+			return BE_ECORRUPT;
 		memcpy(k->key, sk, skl);
 		k->klen = skl;
 		k->val = sv;
@@ -196,7 +196,7 @@ static int settle(fs_cur *k)
 
 int fs_cur_seek(fs_cur *k, const void *key, size_t klen)
 {
-	k->crc = tp_cursor_seek(k->c, key, klen, TP_SEEK_GE);
+	k->crc = be_cursor_seek(k->c, key, klen, BE_SEEK_GE);
 	if (!k->op->ws)
 		return k->crc;
 	k->w = ws_seek(k->op->ws, k->tree, key, klen, 0);
@@ -206,17 +206,17 @@ int fs_cur_seek(fs_cur *k, const void *key, size_t klen)
 int fs_cur_next(fs_cur *k)
 {
 	if (!k->op->ws)
-		return k->crc = tp_cursor_next(k->c);
+		return k->crc = be_cursor_next(k->c);
 	/* positioned by key: both sides move past the current key */
 	k->w = ws_seek(k->op->ws, k->tree, k->key, k->klen, 1);
-	k->crc = tp_cursor_seek(k->c, k->key, k->klen, TP_SEEK_GT);
+	k->crc = be_cursor_seek(k->c, k->key, k->klen, BE_SEEK_GT);
 	return settle(k);
 }
 
 void fs_cur_get(fs_cur *k, const void **key, size_t *klen, const void **val, size_t *vlen)
 {
 	if (!k->op->ws) {
-		tp_cursor_get(k->c, key, klen, val, vlen);
+		be_cursor_get(k->c, key, klen, val, vlen);
 		return;
 	}
 	if (key)

@@ -49,14 +49,14 @@ static int set_fn(fs_op *op, void *arg)
 	int rc;
 	if ((rc = xkey(k, a->ino, a->name, &kl)) != 0)
 		return rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	rc = fs_rget(op, WS_XATTR, k, kl, NULL, 0, &vl);
 	if (rc == 0 && (a->flags & XATTR_CREATE))
 		return EEXIST;
-	if (rc == TP_ENOTFOUND && (a->flags & XATTR_REPLACE))
+	if (rc == BE_ENOTFOUND && (a->flags & XATTR_REPLACE))
 		return ENODATA;
-	if (rc && rc != TP_ENOTFOUND)
+	if (rc && rc != BE_ENOTFOUND)
 		return rc;
 	if ((rc = fs_rput(op, WS_XATTR, k, kl, a->val, a->size)) != 0)
 		return rc;
@@ -84,10 +84,10 @@ static int get_fn(fs_op *op, void *arg)
 	unsigned char k[XKEY_MAX];
 	size_t kl;
 	int rc;
-	if ((rc = xkey(k, a->ino, a->name, &kl)) != 0 || (rc = locked_inode(op, a->ino, TP_LOCK_S)) != 0)
+	if ((rc = xkey(k, a->ino, a->name, &kl)) != 0 || (rc = locked_inode(op, a->ino, BE_LOCK_S)) != 0)
 		return rc;
 	rc = fs_rget(op, WS_XATTR, k, kl, a->out, a->size, &a->len);
-	if (rc == TP_ENOTFOUND)
+	if (rc == BE_ENOTFOUND)
 		return ENODATA;
 	if (rc)
 		return rc;
@@ -125,7 +125,7 @@ static int each(fs_op *op, uint64_t ino, int (*fn)(fs_op *op, const unsigned cha
 			break;
 	}
 	fs_cur_close(c);
-	return rc == TP_ENOTFOUND ? 0 : rc;
+	return rc == BE_ENOTFOUND ? 0 : rc;
 }
 
 static int list_one(fs_op *op, const unsigned char *key, size_t kl, void *ctx)
@@ -146,7 +146,7 @@ static int list_fn(fs_op *op, void *arg)
 	xattr_arg *a = arg;
 	int rc;
 	a->len = 0;
-	if ((rc = locked_inode(op, a->ino, TP_LOCK_S)) != 0 || (rc = each(op, a->ino, list_one, a)) != 0)
+	if ((rc = locked_inode(op, a->ino, BE_LOCK_S)) != 0 || (rc = each(op, a->ino, list_one, a)) != 0)
 		return rc;
 	return a->size && a->len > a->size ? ERANGE : 0;
 }
@@ -169,10 +169,10 @@ static int remove_fn(fs_op *op, void *arg)
 	int rc;
 	if ((rc = xkey(k, a->ino, a->name, &kl)) != 0)
 		return rc;
-	if ((rc = fs_lock(op, a->ino, TP_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0 || (rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc;
 	rc = fs_rdel(op, WS_XATTR, k, kl);
-	if (rc == TP_ENOTFOUND)
+	if (rc == BE_ENOTFOUND)
 		return ENODATA;
 	if (rc)
 		return rc;

@@ -12,7 +12,7 @@
 
 #include "fsd_ops.h"
 
-/* C5 (fsd_tx.c): a member's kernel inodes are its transaction's own.  Its
+/* C5 (fsd_txbind.c): a member's kernel inodes are its transaction's own.  Its
  * entry replies carry a node id naming the inode and the transaction (an
  * alias); every handler turns node ids back into inode numbers with
  * fsd_ino first.  Inode numbers stay below 2^FSD_ALIAS_SHIFT (fs.c). */
@@ -38,10 +38,10 @@ fsd *fsd_begin(fuse_req_t req, int op); /* counts the request; every handler sta
 /* The caller, and its user transaction (a reference: fsd_caller_end). */
 fs_caller fsd_caller(fuse_req_t req);
 void fsd_caller_end(fs_caller *c);
-/* C3: after a member's change was answered (fsd_tx.c); 0 / NULL: none. */
+/* C3: after a member's change was answered (fsd_txbind.c); 0 / NULL: none. */
 void fsd_changed(fsd *d, const fs_caller *c, uint64_t ino, uint64_t parent, const char *name);
 void fsd_drop_cache(fsd *d, uint64_t ino); /* the inode's attributes and pages */
-/* The control channel of transactions (fsd_tx.c, tools/tpfs_tx_proto.h). */
+/* The control channel of transactions (fsd_txbind.c, tpfs_tx_proto.h). */
 int fsd_is_tx_control(fuse_ino_t ino, const char *name);
 void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size);
 int fsd_name_ok(const char *name);
@@ -54,7 +54,7 @@ double fsd_negative_timeout(const fsd *d); /* C1 */
 void fsd_reply_entry(fuse_req_t req, fsd *d, const fs_caller *c, uint64_t parent, const char *name, int rc,
 		     const fs_attr *a); /* H2 */
 /* C6: the kernel may keep name in parent without asking until the entry
- * timeout has passed (fsd_tx.c). */
+ * timeout has passed (fsd_txbind.c). */
 void fsd_name_cached(fsd *d, uint64_t parent, const char *name);
 void fsd_reply_attr(fuse_req_t req, fsd *d, int rc, const fs_attr *a);
 
