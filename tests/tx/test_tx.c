@@ -335,7 +335,7 @@ int helper(int argc, char **argv)
 }
 
 /* ---------------------------------------------------------------------- */
-/* The control channel, directly (tools/tpfs_tx_proto.h)                   */
+/* The control channel, directly (fsd/fuse/tpfs_tx_proto.h)                   */
 
 /* getxattr(path, verb); the answer's errno (0: success), or -errno when the
  * channel itself failed; ans gets the answer's text. */

@@ -65,7 +65,7 @@ void view(const char *root, const char *rel, char *buf, size_t size);
 int proto_at(int dirfd, const char *path, const char *verb, char *ans, size_t size);
 int helper(int argc, char **argv);
 
-/* The control channel, directly (tools/tpfs_tx_proto.h) */
+/* The control channel, directly (fsd/fuse/tpfs_tx_proto.h) */
 int proto(const char *verb, char *ans, size_t size);
 int tx_listed(uint64_t id);
 
