@@ -43,6 +43,7 @@
  *     state seen is what a read-write open would make durable.
  */
 #include "tp.h"
+#include "tp_test.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -71,6 +71,7 @@
 #include "bt_model.h"
 #include "io_sim.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "workload.h"
 
 #define ARMED_PER_SEED 5

@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "io_sim.h"
+#include "tp_test.h"
 #include "workload.h"
 
 #define SETUP_PAGES 20

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "io_sim.h"
+#include "tp_test.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -32,6 +32,7 @@
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 
 #define NSNAP 48   /* pages compared */
 #define NBASE 14   /* pages allocated by the base state */

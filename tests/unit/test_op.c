@@ -21,6 +21,7 @@
 #include "op.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "txn.h"
 #include "util.h"
 
