@@ -78,22 +78,7 @@ void tp_options_init(tp_options *o)
 	o->ckpt_ms = 30000;
 }
 
-const char *tp_strerror(int rc)
-{
-	switch (rc) {
-	case 0: return "success";
-	case TP_ENOTFOUND: return "not found";
-	case TP_EDEADLOCK: return "deadlock victim";
-	case TP_ECORRUPT: return "store corrupt";
-	case TP_EPANIC: return "store needs recovery after a write failure";
-	case TP_EVERSION: return "store format too new";
-	case TP_EBADSTORE: return "not a tpfs store";
-	case TP_EINVAL: return "invalid argument";
-	case TP_EROLLBACK: return "transaction must be aborted";
-	case TP_ETIMEOUT: return "lock wait timed out";
-	default: return rc > 0 ? strerror(rc) : "unknown engine error";
-	}
-}
+const char *tp_strerror(int rc) { return util_strerror(rc); }
 
 const char *tp_errmsg(void) { return util_errmsg(); }
 

@@ -73,15 +73,19 @@
  *       header for its own index and this store's uuid.
  *   L7  The first failed write or sync panics the log: nothing more is
  *       appended or flushed until the store is reopened.
- *   L9  A full buffer is written without a sync (a commit or the WAL rule
- *       syncs it later); an unsynced segment is synced before any later
- *       segment is written, so L4's "valid after invalid means corruption"
- *       still holds.
  *   L8  An ordinary record is appended only while a spare segment exists
  *       after the one it ends in (a reserve record may have entered the
  *       spare when no new one could be made); so when the disk fills, an
  *       append fails cleanly (ENOSPC, nothing changed) and the spare is
  *       left for rollbacks and checkpoints (LOG_RESERVE).
+ *   L9  A full buffer is written without a sync (a commit or the WAL rule
+ *       syncs it later); an unsynced segment is synced before any later
+ *       segment is written, so L4's "valid after invalid means corruption"
+ *       still holds.
+ *   L10 Before any bytes are written to a segment file, the barrier set by
+ *       log_set_barrier has returned 0, after the flusher took those bytes:
+ *       whatever was registered with it before a record was appended is
+ *       durable before that record can reach the disk.
  *   L11 A flush that must be durable, inside one segment with no spilled
  *       unsynced bytes in it (L9), is one io_pwrite_durable of whole sectors
  *       (direct I/O, RWF_DSYNC: one request to the disk instead of a page
@@ -104,10 +108,14 @@
  *       keeps glibc's single-thread fast paths (a second thread, even an
  *       idle one, made the bulk load 10% slower), and the crash simulator
  *       sees the same writes in the same order every time.
- *   L10 Before any bytes are written to a segment file, the barrier set by
- *       log_set_barrier has returned 0, after the flusher took those bytes:
- *       whatever was registered with it before a record was appended is
- *       durable before that record can reach the disk.
+ *   L13 A segment file is made or renamed into place only under lg->mu,
+ *       and only at an index where no file is: appenders make the
+ *       segments they enter (seg_make, under mu) while a checkpoint
+ *       recycles old ones (log_truncate), and both take the index past
+ *       the highest one present.  A recycled segment renamed over one an
+ *       appender had just made and written in cut those records out of
+ *       the log (the next open found a hole and refused, or lost the
+ *       last commits when the hole was the end).
  *   L14 The durable mark (file dir/durable, below) never names an LSN
  *       beyond what is durable: it is written, without a sync, only after
  *       the sync that made its LSN durable returned, and before the
@@ -153,14 +161,6 @@
  *       `written` (L3); the next sync flush syncs them (without L11 in
  *       that segment).  They lie past the durable mark (L14), so damage
  *       to them may be cut as a torn tail (L15).
- *   L13 A segment file is made or renamed into place only under lg->mu,
- *       and only at an index where no file is: appenders make the
- *       segments they enter (seg_make, under mu) while a checkpoint
- *       recycles old ones (log_truncate), and both take the index past
- *       the highest one present.  A recycled segment renamed over one an
- *       appender had just made and written in cut those records out of
- *       the log (the next open found a hole and refused, or lost the
- *       last commits when the hole was the end).
  */
 #include "log.h"
 
@@ -827,7 +827,7 @@ static int write_taken(log_mgr *lg, int sync)
 	int rc = 0;
 	if (e > a && barrier && (rc = barrier(bctx)) != 0) /* L10 */
 		util_err(rc, "log %s: ordered data could not be made durable before the log write: %s", lg->dir,
-			 rc > 0 ? strerror(rc) : tp_strerror(rc));
+			 util_strerror(rc));
 	if (!rc)
 		rc = write_range(lg, b, a, e, sync);
 	if (!rc && sync)
@@ -999,7 +999,7 @@ void log_panic(log_mgr *lg, int rc, const char *what)
 	pthread_mutex_lock(&lg->mu);
 	if (!lg->panic && !lg->quiet && what)
 		fprintf(stderr, "tpfs: %s failed (%s); the store needs recovery: reopen it\n", what,
-			rc > 0 ? strerror(rc) : tp_strerror(rc));
+			util_strerror(rc));
 	lg->panic = 1;
 	pthread_cond_broadcast(&lg->cv);
 	pthread_mutex_unlock(&lg->mu);

@@ -21,7 +21,7 @@
  *   image in the log after the redo start.
  *
  * Invariants
- *   R1 (W4)  Redo applies record R to page P only if page_lsn(P) < lsn(R).
+ *   R1 (W4, core/DESIGN.md)  Redo applies record R to page P only if page_lsn(P) < lsn(R).
  *   R2  The redo start is at or before the horizon and every DPT rec_lsn.
  *   R3  The log start kept by a checkpoint is at or before the redo start
  *       and the first record of every open transaction.
@@ -40,7 +40,7 @@
  *       spare segment (L8) and write back only such pages.
  *   R7  Undo hands out pages as normal processing does: each loser is
  *       adopted with the pages it freed that its rollback will take back
- *       (T5) before any is rolled back, so a split inside a logical undo
+ *       (alloc.c A1) before any is rolled back, so a split inside a logical undo
  *       takes a free page of the file -- one of those kept for rollbacks
  *       (B14) on a full disk -- and needs no new disk space.  (A floor
  *       above every page the file held sent such splits past the end of
@@ -474,7 +474,7 @@ static int redo(log_mgr *lg, buf_pool *bp, prog *pgs, analysis *a, rec_result *r
 /* R7: the pages loser t freed that its rollback will mark allocated again
  * -- its PAGE_FREE records on the path rollback takes from undo_next (a
  * CLR leads to its undo_next) -- are held from allocation until it ends
- * (T5), as they were before the crash. */
+ * (alloc.c A1), as they were before the crash. */
 static int loser_frees(log_mgr *lg, txn *t, uint64_t undo_next)
 {
 	uint64_t lsn = undo_next;
@@ -490,7 +490,7 @@ static int loser_frees(log_mgr *lg, txn *t, uint64_t undo_next)
 			lsn = r.undo_next;
 		} else {
 			if (r.type == OP_PAGE_FREE && r.len == 4 && r.pgno != LOG_NOPAGE)
-				rc = txn_note_free(t, r.pgno + util_get32(r.data));
+				rc = alloc_note_free(txn_mgr_alloc(txn_mgr_of(t)), txn_freed(t), r.pgno + util_get32(r.data));
 			lsn = r.prev_lsn;
 		}
 		free(buf);

@@ -20,6 +20,10 @@ uint32_t util_crc32c(uint32_t crc, const void *buf, size_t len);
 int util_err(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *util_errmsg(void);
 void util_err_clear(void);
+/* What an error code means: strerror for a positive errno, a short text
+ * for the engine's own codes (TP_E*, defined in tp.h, the public
+ * interface); tp_strerror is this function. */
+const char *util_strerror(int rc);
 
 /* Monotonic clock; condition variables that wait on it, and the point
  * ns from now to wait until (pthread_cond_timedwait). */

@@ -194,7 +194,7 @@ static void run_op(tp_env *env, tp_txn *t, const rparam *p)
 		pg = pick_page(env, &s);
 		cr_assert_eq(tp_page_free(t, pg), 0, "%s", tp_errmsg());
 		cr_assert_eq(tp_page_alloc(t, 3, &q), 0, "%s", tp_errmsg());
-		cr_assert_neq(q, pg, "T5: the page just freed is not reallocated");
+		cr_assert_neq(q, pg, "alloc.c A1: the page just freed is not reallocated");
 		set_small(env, t, &s, q);
 		break;
 	case ROP_MULTI:
