@@ -17,7 +17,7 @@
  *   and every write-back (a victim's, buf_flush_all's, buf_write_unlogged's)
  *   happens on a pinned, S-latched frame outside it (B7).
  *
- * Invariants
+ * Invariants (W1-W6 are the write-ahead rules of core/DESIGN.md)
  *   B1 (W2)  A page is written only after log_flush(page LSN) succeeded.
  *   B2  Every page written carries the CRC-32C of its bytes 4..end; a page
  *       whose CRC fails on read is never returned as data (unless the
@@ -28,6 +28,8 @@
  *   B6  A page is marked dirty before the record that changes it is logged,
  *       with a recovery LSN at or before that record: a checkpoint that
  *       logs its dirty-page table after the record always includes it.
+ *   B7  No page is written with bp->mu held: a write may first flush the
+ *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  *   B8  Read-ahead fills only frames that are clean and unpinned, with
  *       pages the pool does not hold, whose checksum and LSN (B9) hold.
  *   B9  A page read carries an LSN below the log's end: B1 and the rule
@@ -42,8 +44,6 @@
  *       X-latched, named in the hash and marked loading first, so a second
  *       reader of the page waits on the latch, and a read that fails takes
  *       the frame out of the hash before letting go of the latch.
- *   B7  No page is written with bp->mu held: a write may first flush the
- *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
  *   B12 A frame says whether every byte of its page can be rebuilt from
  *       the log (logged): unknown -- no -- for a page read from disk,
  *       until an operation that sets the whole page or a full-page image
