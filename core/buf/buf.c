@@ -242,6 +242,7 @@ static int page_write(buf_pool *bp, uint64_t pgno, const unsigned char *src, uns
 		return util_err(EROFS, "%s: page %" PRIu64 ": the store is open read-only", io_path(bp->f), pgno);
 	if ((rc = log_flush(bp->lg, lsn)) != 0) /* B1 */
 		return rc;
+	TP_CHECK(lsn < log_durable(bp->lg)); /* B1 (W2): its record is durable */
 	memcpy(tmp, src, bp->psize);
 	util_put32(tmp, util_crc32c(0, tmp + 4, bp->psize - 4));
 	if ((rc = io_pwrite(bp->f, tmp, bp->psize, pgno * bp->psize)) != 0) {
@@ -306,6 +307,7 @@ static int write_back(buf_pool *bp, buf_page *pg, unsigned char *tmp)
 	pthread_rwlock_rdlock(&pg->latch);
 	pthread_mutex_lock(&bp->mu);
 	int dirty = pg->dirty;
+	TP_CHECK(!dirty || (pg->rec_lsn != 0 && pg->valid)); /* B4 */
 	pthread_mutex_unlock(&bp->mu);
 	if (dirty && !tmp && !(tmp = own = malloc(bp->psize)))
 		rc = ENOMEM;
@@ -605,8 +607,12 @@ void buf_prefetch(buf_pool *bp, uint64_t pgno)
 
 void buf_put(buf_pool *bp, buf_page *pg)
 {
+	/* B9 in memory: whatever the caller did, the page claims no record
+	 * beyond the log's end */
+	TP_CHECK(buf_page_lsn(pg) < log_end(bp->lg) || buf_page_lsn(pg) == 0);
 	pthread_rwlock_unlock(&pg->latch);
 	pthread_mutex_lock(&bp->mu);
+	TP_CHECK(pg->pins > 0); /* B3: a put matches a get */
 	pg->pins--;
 	pthread_mutex_unlock(&bp->mu);
 }
@@ -798,6 +804,10 @@ static int write_run(buf_pool *bp, buf_page **fr, size_t n)
 	}
 	pthread_mutex_unlock(&bp->mu);
 	for (size_t i = 0; i < n && !rc; i++) {
+		/* B13: a saved checksum is the one of the bytes written; and
+		 * B1 (W2) for ordered pages too (op.h O1: below the durable end) */
+		TP_CHECK(!have[i] || saved[i] == util_crc32c(0, fr[i]->data + 4, bp->psize - 4));
+		TP_CHECK(buf_page_lsn(fr[i]) < log_durable(bp->lg));
 		util_put32(crc[i], have[i] ? saved[i] : util_crc32c(0, fr[i]->data + 4, bp->psize - 4));
 		iov[2 * i] = (struct iovec){crc[i], 4};
 		iov[2 * i + 1] = (struct iovec){fr[i]->data + 4, bp->psize - 4};

@@ -603,6 +603,8 @@ static int put_locked(log_mgr *lg, log_rec *r)
 		pos = start;
 		__atomic_store_n(&lg->end, start, __ATOMIC_RELEASE);
 	}
+	TP_CHECK(pos > lg->last || !lg->last); /* L1: LSNs only grow */
+	TP_CHECK(pos >= lg->durable && pos - lg->buf_lsn + size <= lg->cap); /* L3: never below durable */
 	r->lsn = pos;
 	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
 	lg->last = pos;
@@ -843,8 +845,10 @@ static int write_taken(log_mgr *lg, int sync)
 		pthread_cond_broadcast(&lg->cv);
 		return rc;
 	}
+	TP_CHECK(e >= lg->written && e <= lg->end); /* L2 */
 	lg->written = e;
 	if (sync) {
+		TP_CHECK(e >= lg->durable); /* L2: the durable point only moves forward */
 		lg->durable = e;
 		lg->st.syncs++;
 	}

@@ -160,6 +160,19 @@ struct txn_mgr {
 	ord *od;             /* ordered data, registered with the log */
 };
 
+/* The transaction table is whole (tm->mu held; for TP_CHECK): n counts
+ * its entries, every link points back where it is linked from, and every
+ * id was handed out.  (Only fields under tm->mu or fixed at begin.) */
+static int table_ok(const txn_mgr *tm)
+{
+	size_t n = 0;
+	txn *const *pp = &tm->head;
+	for (const txn *t = tm->head; t; pp = &t->next, t = t->next, n++)
+		if (t->pprev != pp || t->tm != tm || t->id >= tm->next_id || n >= tm->n)
+			return 0;
+	return n == tm->n;
+}
+
 static void lock_waits(void *lg, int delta) { log_active(lg, delta); }
 
 int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
@@ -206,10 +219,12 @@ static void txn_free(txn *t)
 	if (!tm->closing)
 		lock_release_all(t->locks); /* strict 2PL: everything at the end */
 	pthread_mutex_lock(&tm->mu);
+	TP_CHECK(tm->n > 0 && !(t->seq & 1)); /* T6: no append under way */
 	*t->pprev = t->next;
 	if (t->next)
 		t->next->pprev = t->pprev;
 	tm->n--;
+	TP_CHECK(table_ok(tm));
 	alloc_freed *freed = t->freed;
 	t->freed = NULL;
 	int keep = !tm->closing && tm->nspare < TXN_SPARES; /* T12 */
@@ -231,6 +246,7 @@ void txn_mgr_close(txn_mgr *tm)
 	tm->closing = 1;
 	while (tm->head)
 		txn_free(tm->head);
+	TP_CHECK(tm->n == 0);
 	while (tm->spare) {
 		txn *t = tm->spare;
 		tm->spare = t->next;
@@ -291,6 +307,7 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	t->pprev = &tm->head;
 	tm->head = t;
 	tm->n++;
+	TP_CHECK(table_ok(tm));
 	pthread_mutex_unlock(&tm->mu);
 	if (reused) /* (it holds nothing: no other thread looks at its id) */
 		lock_owner_renew(t->locks, t->id);
@@ -326,6 +343,7 @@ static void seq_close(txn *t) { __atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_R
 /* Records that r (just appended) belongs to t (in an odd span; T4, T6). */
 static void note(txn *t, const log_rec *r)
 {
+	TP_CHECK((t->seq & 1) && r->lsn > t->last_lsn); /* T6; the back-chain descends (L1) */
 	if (!t->first_lsn)
 		__atomic_store_n(&t->first_lsn, r->lsn, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->last_lsn, r->lsn, __ATOMIC_RELEASE);
@@ -408,6 +426,9 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 		return rc;
 	if ((op->flags & OPF_FULLPAGE) || fpi) /* B12 */
 		buf_set_logged(bp, pg, 1);
+	/* W1: the page holds no record at or after this one (a page LSN only
+	 * grows, so redo, W4, would apply this record to it) */
+	TP_CHECK(buf_page_lsn(pg) < r->lsn || (op->flags & OPF_FULLPAGE));
 	if ((rc = op->redo(buf_data(pg), psize, r)) != 0) {
 		/* logged but not applicable: the caller broke the operation's
 		 * contract; recovery would fail the same way */

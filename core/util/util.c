@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -207,4 +208,10 @@ const char *util_strerror(int rc)
 	case TP_ETIMEOUT: return "lock wait timed out";
 	default: return rc > 0 ? strerror(rc) : "unknown engine error";
 	}
+}
+
+void util_check_failed(const char *what, const char *file, int line)
+{
+	fprintf(stderr, "tpfs: %s:%d: engine check failed: %s\n", file, line, what);
+	abort();
 }
