@@ -2,14 +2,15 @@
  * bt -- B-link tree search, update and split.
  *
  * Design
- *   Concurrency follows Lehman and Yao's B-link tree rather than latch
- *   coupling: every page has a high key and a right link, so a reader that
- *   reaches a page after a concurrent split moves right until the key is
- *   below the high key.  A descent therefore holds one latch at a time (S on
- *   internal pages, S or X on the leaf), never latches upward, and a split
- *   holds only the page being split and its new sibling.  Latch coupling
- *   would hold a parent while waiting for a child and serialize writers at
- *   the root; with B-links a writer never blocks a reader for more than one
+ *   Concurrency follows Lehman and Yao's B-link tree rather than holding
+ *   a path of latches: every page has a high key and a right link, so a
+ *   reader that reaches a page after a concurrent split moves right until
+ *   the key is below the high key.  A descent therefore holds one page's
+ *   latch, and the next page's only for the moment it takes to latch it
+ *   (P7; S on internal pages, S or X on the leaf); it never latches
+ *   upward, and a split holds only the page being split and its new
+ *   sibling.  Holding the whole path would hold a parent while waiting
+ *   for a child and serialize writers at the root; with B-links a writer never blocks a reader for more than one
  *   page's update.
  *
  *   A split is two steps, each leaving a correct tree (LLADD 2.4): (1) fill
@@ -36,10 +37,17 @@
  *   loading) split at the insertion point, leaving full pages behind
  *   (LIBTP's footnote on uneven splits).
  *
- * Invariants: P1..P5 in bt_int.h, and
- *   B-1  Latches are taken top-down and left-to-right only.
- *   B-2  No latch is held while waiting for a lock.
- *   B-3  A page is reachable from its left sibling before its parent knows it.
+ * Invariants: P1..P6 (the pages) in bt_int.h, and
+ *   P7  Latches are taken top-down and left-to-right only.
+ *       A descent latches the next page before it lets go of the current
+ *       one, never upward, so two descents never wait for each other in a
+ *       cycle and no merge frees a page between reading a pointer and
+ *       latching it.
+ *   P8  No latch is held while waiting for a lock.
+ *       A lock waits for a transaction's end, which may need that latch.
+ *   P9  A page is reachable from its left sibling before its parent knows it.
+ *       A reader that misses the parent's separator still finds the page
+ *       by moving right (B-link), so a half split is a correct tree.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -118,7 +126,7 @@ int bt_check_page(bt_tree *bt, buf_page *pg)
 
 /* Latches the page at level `target` that covers key (moving right past
  * concurrent splits), X-latched if x.  Latches are coupled: the next page
- * is latched before the current one is released (B-1), so no merge can free
+ * is latched before the current one is released (P7), so no merge can free
  * a page between reading a pointer to it and latching it.  A page reached
  * after a latch was dropped (the X relatch) is checked against its tree,
  * level and fences, and the descent restarts if it no longer fits (P2).
@@ -526,7 +534,7 @@ static int split(bt_tree *bt, txn *t, buf_page *pg, unsigned ins, int append)
 	util_put64(a + 2, right);
 	util_put16(a + 10, (uint16_t)seplen);
 	memcpy(a + 12, sep, seplen);
-	rc = bt_log(bt, t, pg, OP_BT_LINK, a, 12 + seplen, 1, saved); /* B-3 */
+	rc = bt_log(bt, t, pg, OP_BT_LINK, a, 12 + seplen, 1, saved); /* P9 */
 	free(a);
 	if (rc)
 		goto out;
@@ -619,7 +627,7 @@ static int rewrite_page(bt_tree *bt, txn *t, buf_page *pg, const bt_shape *s, co
  * (1) drops R's entry from their parent P (redo-only: R stays reachable from
  * L's right link, a correct tree), (2) rewrites L with R's cells, high key
  * and right link, (3) frees R, then ends with a dummy CLR; a crash before
- * the end undoes (2) and (3).  P, L, R are latched in that order (B-1), so
+ * the end undoes (2) and (3).  P, L, R are latched in that order (P7), so
  * no reader can hold a pointer to R when it is freed.  If P underflows in
  * turn it is merged the same way; a root left with one child absorbs it. */
 static int merge(bt_tree *bt, txn *t, unsigned level, const void *key, size_t klen)

@@ -9,7 +9,7 @@
  * below it, and when that leaf has none, continue below its low fence.
  *
  * With a transaction each record returned is S-locked (after the latch is
- * released: B-2) and read again under the lock; a record deleted meanwhile
+ * released: P8) and read again under the lock; a record deleted meanwhile
  * is skipped.  Phantoms are not prevented here: a caller that needs a stable
  * range locks a name that covers it (the file system locks a directory).
  */

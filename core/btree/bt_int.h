@@ -25,24 +25,28 @@
  *
  * Overflow page: BUF_HDR, then u64 next page, u32 bytes here, the bytes.
  *
- * Invariants
+ * Invariants (each rule is its first sentence; the lines under it say why)
  *   P1  Keys in a page are strictly increasing in slot order.
+ *       A search is a binary search, and a key has one place.
  *   P2  Every key in a page is at or above its low fence and below its high
- *       key; a page's high key is its right sibling's low fence.  A page
- *       reached through a stale pointer (after a merge freed it) is
+ *       key, and a page's high key is its right sibling's low fence.
+ *       A page reached through a stale pointer (after a merge freed it) is
  *       recognized by its tree, level and fences, and the search restarts.
- *   P6  A page a merge or a root collapse frees is first rewritten as no
- *       tree's (tree 0, no cells), and one a rollback frees is zeroed
- *       (op_page.c): its old fences would still fit keys that now live
- *       elsewhere.  So a page that looks like a live page of the tree
- *       covering a key is one.
  *   P3  An internal cell (k, c): every key in c's subtree is >= k and below
  *       the next cell's key; the leftmost child holds the keys below the
  *       first cell's key.
+ *       A descent takes one child per level.
  *   P4  cell_start + the live cells + frag account for the whole cell area.
+ *       No byte of a page is lost or counted twice as cells come and go.
  *   P5  Every cell is at most a sixth of the page body and every key (so
- *       every fence) at most an eighth: a full page holds at least four
- *       cells, and a split always leaves room for the cell that caused it.
+ *       every fence) at most an eighth.
+ *       A full page holds at least four cells, and a split always leaves
+ *       room for the cell that caused it.
+ *   P6  A page a merge or a root collapse frees is first rewritten as no
+ *       tree's (tree 0, no cells), and one a rollback frees is zeroed
+ *       (op_page.c).
+ *       Its old fences would still fit keys that now live elsewhere; so a
+ *       page that looks like a live page of the tree covering a key is one.
  */
 #ifndef TP_BT_INT_H
 #define TP_BT_INT_H

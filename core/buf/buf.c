@@ -17,53 +17,68 @@
  *   and every write-back (a victim's, buf_flush_all's, buf_write_unlogged's)
  *   happens on a pinned, S-latched frame outside it (B7).
  *
- * Invariants
+ * Invariants (W1-W6 are the write-ahead rules of core/DESIGN.md; each
+ * rule is its first sentence, the lines under it say why)
  *   B1 (W2)  A page is written only after log_flush(page LSN) succeeded.
- *   B2  Every page written carries the CRC-32C of its bytes 4..end; a page
- *       whose CRC fails on read is never returned as data (unless the
- *       caller rebuilds the whole page: BUF_REBUILD).
+ *       A crash then never leaves a change on disk whose record is lost.
+ *   B2  Every page written carries the CRC-32C of its bytes 4..end, and a
+ *       page whose CRC fails on read is never returned as data.
+ *       A torn or damaged page is found, not used (unless the caller
+ *       rebuilds the whole page: BUF_REBUILD).
  *   B3  A frame with pins > 0 is neither evicted nor reused.
- *   B4  dirty implies rec_lsn != 0 and rec_lsn <= page LSN.
- *   B5  A failed page write panics the log (L7): the disk state is unknown.
- *   B6  A page is marked dirty before the record that changes it is logged,
- *       with a recovery LSN at or before that record: a checkpoint that
- *       logs its dirty-page table after the record always includes it.
+ *       A pinned page's bytes belong to its caller.
+ *   B4  A dirty frame has rec_lsn != 0 and, for a logged page, rec_lsn <=
+ *       page LSN.
+ *       The checkpoint's dirty-page table then sends redo back far enough.
+ *   B5  A failed page write panics the log (L7).
+ *       The disk state is unknown: only recovery can tell what is there.
+ *   B6  A page is marked dirty, with a recovery LSN at or before the
+ *       record, before the record that changes it is logged.
+ *       A checkpoint that logs its dirty-page table after the record then
+ *       always includes the page.
+ *   B7  No page is written with bp->mu held.
+ *       A write may first flush the log (B1), whose barrier (log.c L10,
+ *       ord.c N1) writes pages of this pool.
  *   B8  Read-ahead fills only frames that are clean and unpinned, with
  *       pages the pool does not hold, whose checksum and LSN (B9) hold.
- *   B9  A page read carries an LSN below the log's end: B1 and the rule
- *       for ordered pages (op.h, O1) keep every page LSN on disk below the
- *       durable end, which no crash cuts.  A higher one means the page
- *       claims records the log lost, and redo would skip their successors:
- *       it is reported as damage, never used.
- *   B10 A miss with BUF_ONCE (an ordered page: written once, by the log's
- *       barrier) takes its frame from a ring of at most ONCE_RING frames,
- *       reused once clean: a large write does not flood the pool.
- *   B11 No page is read on a miss with bp->mu held: the frame is pinned,
- *       X-latched, named in the hash and marked loading first, so a second
- *       reader of the page waits on the latch, and a read that fails takes
- *       the frame out of the hash before letting go of the latch.
- *   B7  No page is written with bp->mu held: a write may first flush the
- *       log (B1), whose barrier (log.h, L10) writes pages of this pool.
+ *       Read-ahead then never causes a write-back, and never hands out a
+ *       page a read would refuse.
+ *   B9  A page read carries an LSN below the log's end.
+ *       B1 and the rule for ordered pages (op.h, O1) keep every page LSN
+ *       on disk below the durable end, which no crash cuts.  A higher one
+ *       means the page claims records the log lost, and redo would skip
+ *       their successors: it is reported as damage, never used.
+ *   B10 A miss with BUF_ONCE takes its frame from a ring of at most
+ *       ONCE_RING frames, reused once clean.
+ *       An ordered page is written once, by the log's barrier: a large
+ *       write does not flood the pool.
+ *   B11 No page is read on a miss with bp->mu held.
+ *       The frame is pinned, X-latched, named in the hash and marked
+ *       loading first, so a second reader of the page waits on the latch,
+ *       and a read that fails takes the frame out of the hash before
+ *       letting go of the latch.
  *   B12 A frame says whether every byte of its page can be rebuilt from
- *       the log (logged): unknown -- no -- for a page read from disk,
- *       until an operation that sets the whole page or a full-page image
- *       is logged for it (txn.c), and no for ordered bytes (op.h); and
- *       whether it holds ordered bytes not yet written (unwritten), until
- *       it is written, whoever writes it.
- *   B13 A frame's saved checksum (ocrc_ok) is the one of its bytes when
- *       buf_mark_ordered took it, while the bytes were in the CPU's cache;
+ *       the log (logged) and whether it holds ordered bytes not yet
+ *       written (unwritten).
+ *       logged is unknown -- no -- for a page read from disk, until an
+ *       operation that sets the whole page or a full-page image is logged
+ *       for it (txn.c), and no for ordered bytes (op.h); unwritten lasts
+ *       until the page is written, whoever writes it.  op_page_patch logs
+ *       an image first where logged is no.
+ *   B13 A frame's saved checksum (ocrc_ok) is the one of its bytes.
+ *       buf_mark_ordered takes it while the bytes are in the CPU's cache;
  *       buf_dirty, which every change of a frame calls, forgets it, and
  *       write_run uses it only for a frame still carrying the LSN it was
  *       registered with, so a page is never written with another's sum.
  *   B14 A page is handed out by the allocator (op_page.c) only after
- *       buf_reserve gave it disk space in the page file: the file's size
- *       covers every page an allocation record names, and its blocks are
- *       reserved (fallocate).  So writing back an allocated page -- at a
- *       steal, a checkpoint, a clean close, or after redo in recovery --
- *       never needs new disk space, and a full disk fails the allocation,
- *       before anything is logged, never a write-back (B5).  The last
- *       BUF_ROLLBACK_BYTES of the file's space go only to allocations of
- *       rollbacks and recovery.
+ *       buf_reserve gave it disk space in the page file.
+ *       The file's size covers every page an allocation record names, and
+ *       its blocks are reserved (fallocate).  So writing back an allocated
+ *       page -- at a steal, a checkpoint, a clean close, or after redo in
+ *       recovery -- never needs new disk space, and a full disk fails the
+ *       allocation, before anything is logged, never a write-back (B5).
+ *       The last BUF_ROLLBACK_BYTES of the file's space go only to
+ *       allocations of rollbacks and recovery.
  */
 #include "buf.h"
 
@@ -242,6 +257,7 @@ static int page_write(buf_pool *bp, uint64_t pgno, const unsigned char *src, uns
 		return util_err(EROFS, "%s: page %" PRIu64 ": the store is open read-only", io_path(bp->f), pgno);
 	if ((rc = log_flush(bp->lg, lsn)) != 0) /* B1 */
 		return rc;
+	TP_CHECK(lsn < log_durable(bp->lg)); /* B1 (W2): its record is durable */
 	memcpy(tmp, src, bp->psize);
 	util_put32(tmp, util_crc32c(0, tmp + 4, bp->psize - 4));
 	if ((rc = io_pwrite(bp->f, tmp, bp->psize, pgno * bp->psize)) != 0) {
@@ -306,6 +322,7 @@ static int write_back(buf_pool *bp, buf_page *pg, unsigned char *tmp)
 	pthread_rwlock_rdlock(&pg->latch);
 	pthread_mutex_lock(&bp->mu);
 	int dirty = pg->dirty;
+	TP_CHECK(!dirty || (pg->rec_lsn != 0 && pg->valid)); /* B4 */
 	pthread_mutex_unlock(&bp->mu);
 	if (dirty && !tmp && !(tmp = own = malloc(bp->psize)))
 		rc = ENOMEM;
@@ -605,8 +622,12 @@ void buf_prefetch(buf_pool *bp, uint64_t pgno)
 
 void buf_put(buf_pool *bp, buf_page *pg)
 {
+	/* B9 in memory: whatever the caller did, the page claims no record
+	 * beyond the log's end */
+	TP_CHECK(buf_page_lsn(pg) < log_end(bp->lg) || buf_page_lsn(pg) == 0);
 	pthread_rwlock_unlock(&pg->latch);
 	pthread_mutex_lock(&bp->mu);
+	TP_CHECK(pg->pins > 0); /* B3: a put matches a get */
 	pg->pins--;
 	pthread_mutex_unlock(&bp->mu);
 }
@@ -798,6 +819,10 @@ static int write_run(buf_pool *bp, buf_page **fr, size_t n)
 	}
 	pthread_mutex_unlock(&bp->mu);
 	for (size_t i = 0; i < n && !rc; i++) {
+		/* B13: a saved checksum is the one of the bytes written; and
+		 * B1 (W2) for ordered pages too (op.h O1: below the durable end) */
+		TP_CHECK(!have[i] || saved[i] == util_crc32c(0, fr[i]->data + 4, bp->psize - 4));
+		TP_CHECK(buf_page_lsn(fr[i]) < log_durable(bp->lg));
 		util_put32(crc[i], have[i] ? saved[i] : util_crc32c(0, fr[i]->data + 4, bp->psize - 4));
 		iov[2 * i] = (struct iovec){crc[i], 4};
 		iov[2 * i + 1] = (struct iovec){fr[i]->data + 4, bp->psize - 4};

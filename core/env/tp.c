@@ -23,26 +23,27 @@
  * ordinary records need a spare segment after the one they end in, and a
  * full disk makes no new one; only a checkpoint frees old segments.  So:
  *
- * E1  The log keeps TP_LOG_SEGS segments from the one its end is in
- *     (log_prepare: at a read-write open, and once each time the end
- *     enters a new segment -- one segment before an ordinary append would
- *     need it, L8), which is also how a full disk is noticed: ENOSPC leaves
- *     fewer, and the open or the commit that asked goes on.  While the disk is short
- *     of space (the page file or the log could not grow), a checkpoint
- *     comes due as soon as the log's end enters a segment past the one the
- *     last checkpoint ended in, while an older one is still kept: it frees
- *     that one for reuse a segment before ordinary appends run out of room,
- *     so the log cycles through the segments it has without needing a new
- *     one.  Aborts look for a due checkpoint as commits do (a full disk
+ * E1  The log keeps TP_LOG_SEGS segments from the one its end is in.
+ *     log_prepare makes them at a read-write open, and once each time the
+ *     end enters a new segment -- one segment before an ordinary append
+ *     would need it, L8 -- which is also how a full disk is noticed:
+ *     ENOSPC leaves fewer, and the open or the commit that asked goes on.
+ *     While the disk is short of space (the page file or the log could not
+ *     grow), a checkpoint comes due as soon as the log's end enters a
+ *     segment past the one the last checkpoint ended in, while an older
+ *     one is still kept: it frees that one for reuse a segment before
+ *     ordinary appends run out of room, so the log cycles through the
+ *     segments it has without needing a new one.  Aborts look for a due checkpoint as commits do (a full disk
  *     makes many of them).
  *
- * E2  A read-only open writes nothing: the page file is opened IO_SCRATCH
- *     and the log read-only (log.c L17), so recovery runs as always but its
- *     pages and records stay in memory; no checkpoint is taken and no
- *     thread started.  tp_recovered() then tells whether it found work: the
+ * E2  A read-only open writes nothing.
+ *     The page file is opened IO_SCRATCH and the log read-only (log.c
+ *     L17), so recovery runs as always but its pages and records stay in
+ *     memory; no checkpoint is taken and no thread started.  tp_recovered() then tells whether it found work: the
  *     state seen is what a read-write open would make durable.
  */
 #include "tp.h"
+#include "tp_test.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -77,22 +78,7 @@ void tp_options_init(tp_options *o)
 	o->ckpt_ms = 30000;
 }
 
-const char *tp_strerror(int rc)
-{
-	switch (rc) {
-	case 0: return "success";
-	case TP_ENOTFOUND: return "not found";
-	case TP_EDEADLOCK: return "deadlock victim";
-	case TP_ECORRUPT: return "store corrupt";
-	case TP_EPANIC: return "store needs recovery after a write failure";
-	case TP_EVERSION: return "store format too new";
-	case TP_EBADSTORE: return "not a tpfs store";
-	case TP_EINVAL: return "invalid argument";
-	case TP_EROLLBACK: return "transaction must be aborted";
-	case TP_ETIMEOUT: return "lock wait timed out";
-	default: return rc > 0 ? strerror(rc) : "unknown engine error";
-	}
-}
+const char *tp_strerror(int rc) { return util_strerror(rc); }
 
 const char *tp_errmsg(void) { return util_errmsg(); }
 

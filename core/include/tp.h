@@ -84,7 +84,8 @@ int tp_open(const char *store, const tp_options *o, tp_env **out);
 /* Checkpoints and closes.  Transactions still open are not committed: the
  * next open rolls them back.  Their handles must not be used afterwards. */
 int tp_close(tp_env *env);
-/* Closes without flushing or checkpointing, as if the process died (tests):
+/* Closes without flushing or checkpointing, as if the process died (tests,
+ * and `tpfs demo`, which is why it is here and not in tp_test.h):
  * what was written to the store's files stays, as the operating system
  * keeps it -- commits made durable or with TP_COMMIT_WRITE survive, those
  * made with TP_COMMIT_NOSYNC and not flushed since are lost. */
@@ -256,8 +257,5 @@ void tp_stats_get(tp_env *env, tp_stats *s);
  * changing anything. */
 #define TP_LOGDUMP_ALL UINT64_MAX
 int tp_logdump(const char *store, FILE *out, uint64_t from);
-
-/* For tests: pages pinned right now (0 between calls). */
-size_t tp_debug_pinned(tp_env *env);
 
 #endif

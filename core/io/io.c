@@ -15,38 +15,45 @@
  * one (io_sim.c: crash simulator and fault injector) with io_set_backend;
  * the code paths above the backend stay the same.
  *
- * Invariants
+ * Invariants (each rule is its first sentence; the lines under it say why)
  *
- * I1  A file is always served by the backend that opened it: io_file keeps
- *     its own backend pointer, so io_set_backend never sends a handle to a
- *     backend that does not know it.
+ * I1  A file is always served by the backend that opened it.
+ *     io_file keeps its own backend pointer, so io_set_backend never sends
+ *     a handle to a backend that does not know it.
  * I2  io_pwrite (io_pwritev) returns 0 only when all len bytes were
- *     accepted by the backend; a backend that makes no progress and reports
- *     no error yields EIO, never an endless loop.
+ *     accepted by the backend.
+ *     A backend that makes no progress and reports no error yields EIO,
+ *     never an endless loop.
  * I3  io_pread (io_preadv) fills all len bytes of buf (of the buffers, in
- *     order): bytes from the file first (*got of them), zeros after.  A
- *     zero-byte transfer means end of file.
- * I4  io_preallocate writes zero blocks through the backend's pwrite (never
- *     fallocate or a sparse ftruncate), so the simulator sees them and later
- *     writes inside the range never change the file's size.
+ *     order): bytes from the file first (*got of them), zeros after.
+ *     Callers never see a short read; a zero-byte transfer means end of
+ *     file.
+ * I4  io_preallocate writes zero blocks through the backend's pwrite, never
+ *     fallocate or a sparse ftruncate.
+ *     The simulator then sees them, and later writes inside the range
+ *     never change the file's size.
  * I5  Every function returns 0 or a positive errno, saved right after the
- *     system call that set it; failures also set util_err's message naming
- *     the operation and the path.
+ *     system call that set it.
+ *     Failures also set util_err's message naming the operation and the
+ *     path, so the error reaches the user with its cause.
  * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/
- *     unlink/chmod on store files (the simulator reaches them through the
- *     POSIX backend or on its own fds).
- * I7  io_pwrite_durable either writes nothing and answers ENOTSUP (the
- *     caller then uses io_pwrite and io_sync: the crash simulator, which
- *     has no such call, sees exactly those), or is a write followed by a
- *     sync of the same bytes: the POSIX backend's pwritev2(RWF_DSYNC) on
- *     an O_DIRECT descriptor of the file, opened once through /proc and
- *     given up for good when the file system or the device refuses it.
+ *     unlink/chmod on store files.
+ *     One place to simulate crashes and inject faults (the simulator
+ *     reaches them through the POSIX backend or on its own fds).
+ * I7  io_pwrite_durable either writes nothing and answers ENOTSUP, or is a
+ *     write followed by a sync of the same bytes.
+ *     On ENOTSUP the caller uses io_pwrite and io_sync: the crash
+ *     simulator, which has no such call, sees exactly those.  The POSIX
+ *     backend's is pwritev2(RWF_DSYNC) on an O_DIRECT descriptor of the
+ *     file, opened once through /proc and given up for good when the file
+ *     system or the device refuses it.
  * I8  What io creates is private to its owner whatever the umask: a file
- *     is made with mode 0600 and a directory 0700 exactly (an fchmod/chmod
- *     right after creation puts back what the umask took; no moment finds
- *     either looser than that).  io_open never changes the mode of a file
- *     it did not create.  A store's files hold every user's data in clear
- *     (the page file and the log): group and others must not read them.
+ *     is made with mode 0600 and a directory 0700 exactly.
+ *     An fchmod/chmod right after creation puts back what the umask took;
+ *     no moment finds either looser than that.  io_open never changes the
+ *     mode of a file it did not create.  A store's files hold every user's
+ *     data in clear (the page file and the log): group and others must not
+ *     read them.
  */
 #include "io.h"
 #include "util.h"

@@ -15,16 +15,16 @@
  *
  * Invariants
  *
- * X1  No call of this backend writes, syncs, truncates or reserves the
+ * I9  No call of this backend writes, syncs, truncates or reserves the
  *     file underneath: it is open read-only, and only pread and size reach
  *     it.
- * X2  A chunk is copied from the file (zeros past its end) when it is
+ * I10  A chunk is copied from the file (zeros past its end) when it is
  *     first written, so a partial write keeps the file's other bytes.
- * X3  The size seen is the file's at open, raised by writes and reserve,
+ * I11  The size seen is the file's at open, raised by writes and reserve,
  *     set by truncate; bytes at or past it read as end of file, and a
  *     truncate zeroes the overlay's bytes past it so that growing again
  *     shows zeros (as a file system does).
- * X4  One mutex per file makes each call atomic against the others.
+ * I12  One mutex per file makes each call atomic against the others.
  */
 #include "io.h"
 #include "util.h"
@@ -42,10 +42,10 @@ typedef struct chunk {
 } chunk;
 
 typedef struct scr {
-	const io_backend *be; /* the file underneath, read-only (X1) */
+	const io_backend *be; /* the file underneath, read-only (I9) */
 	void *h;
-	pthread_mutex_t mu;   /* everything below (X4) */
-	uint64_t size;        /* X3 */
+	pthread_mutex_t mu;   /* everything below (I12) */
+	uint64_t size;        /* I11 */
 	uint64_t real;        /* the file's own size at open */
 	chunk *tab;           /* open addressing, cap a power of two */
 	size_t n, cap;
@@ -89,7 +89,7 @@ static int grow(scr *s)
 	return 0;
 }
 
-/* The chunk idx, copied from the file on first use (X2). */
+/* The chunk idx, copied from the file on first use (I10). */
 static int chunk_get(scr *s, uint64_t idx, unsigned char **out)
 {
 	int rc;
@@ -102,7 +102,7 @@ static int chunk_get(scr *s, uint64_t idx, unsigned char **out)
 		return ENOMEM;
 	uint64_t off = idx * CHUNK;
 	size_t have = 0;
-	while (off + have < s->real && have < CHUNK) { /* X2; past real: zeros */
+	while (off + have < s->real && have < CHUNK) { /* I10; past real: zeros */
 		size_t done = 0;
 		if ((rc = s->be->pread(s->h, b + have, CHUNK - have, off + have, &done)) != 0) {
 			free(b);
@@ -112,7 +112,7 @@ static int chunk_get(scr *s, uint64_t idx, unsigned char **out)
 			break;
 		have += done;
 	}
-	if (off + CHUNK > s->size) { /* X3: bytes past the size read as zeros */
+	if (off + CHUNK > s->size) { /* I11: bytes past the size read as zeros */
 		uint64_t keep = s->size > off ? s->size - off : 0;
 		memset(b + keep, 0, CHUNK - keep);
 	}
@@ -194,7 +194,7 @@ static int scr_truncate(void *h, uint64_t size)
 {
 	scr *s = h;
 	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->cap; i++) { /* X3 */
+	for (size_t i = 0; i < s->cap; i++) { /* I11 */
 		chunk *c = &s->tab[i];
 		uint64_t lo = c->idx * CHUNK;
 		if (c->b && lo + CHUNK > size)

@@ -25,7 +25,7 @@
  *             backend: durable at once.
  *
  * A crash (the Nth sync, the Nth hit of an armed io_point, or
- * iosim_crash_now) walks every sim_file -- open or retained, see S3 -- and
+ * iosim_crash_now) walks every sim_file -- open or retained, see I15 -- and
  * every pending write in order and, with a splitmix64 generator seeded by
  * iosim_install, applies it whole, drops it, or tears it (each 1/3).  A torn
  * write applies a prefix of p bytes with 1 <= p < len and off + p not a
@@ -69,21 +69,21 @@
  *
  * Invariants
  *
- * S1  For each sim_file, the bytes a reader sees are the real file's bytes
+ * I13  For each sim_file, the bytes a reader sees are the real file's bytes
  *     with the pending writes applied in list order over them; sync, flush
  *     and crash apply them to the real file in that same order.
- * S2  At most one sim_file per inode; its fd is open for writing whenever a
+ * I14  At most one sim_file per inode; its fd is open for writing whenever a
  *     handle that may write has been opened on it, so pending writes can
  *     always be applied.
- * S3  A sim_file lives while a handle is open on it or while it has pending
+ * I15  A sim_file lives while a handle is open on it or while it has pending
  *     writes (a closed file's unsynced writes are still at the mercy of a
  *     crash; close does not make data durable).  A retained sim_file keeps
  *     its fd, so its inode cannot be reused while it is in the table.
- * S4  No pending write extends past a size the file was truncated to after
+ * I16  No pending write extends past a size the file was truncated to after
  *     the write was made.
- * S5  The crash check of the Nth sync happens before that sync applies
+ * I17  The crash check of the Nth sync happens before that sync applies
  *     anything.
- * S6  The crash decisions depend only on the seed and the sequence of
+ * I18  The crash decisions depend only on the seed and the sequence of
  *     pending writes: the same workload under the same seed crashes the
  *     same way.
  */
@@ -109,17 +109,17 @@ enum sim_op { SIM_PREAD = 1, SIM_PWRITE, SIM_SYNC, SIM_TRUNCATE };
 typedef struct sim_write {
 	struct sim_write *sw_next; /* next younger write of the file */
 	uint64_t sw_off;
-	size_t sw_len;             /* > 0; clipped by truncate (S4) */
+	size_t sw_len;             /* > 0; clipped by truncate (I16) */
 	unsigned char sw_data[];
 } sim_write;
 
 typedef struct sim_file {
 	struct sim_file *sf_next;  /* in sim.files, oldest first */
-	dev_t sf_dev;              /* key with sf_ino (S2) */
+	dev_t sf_dev;              /* key with sf_ino (I14) */
 	ino_t sf_ino;
 	int sf_fd;                 /* real file; O_RDWR if sf_writable */
 	int sf_writable;
-	unsigned sf_opens;         /* open handles; 0 means retained (S3) */
+	unsigned sf_opens;         /* open handles; 0 means retained (I15) */
 	sim_write *sf_head;        /* pending writes, oldest first */
 	sim_write *sf_tail;
 	char *sf_path;             /* path of the first open, for messages */
@@ -139,7 +139,7 @@ static struct {
 	pthread_mutex_t mu;
 	/* everything below under mu */
 	sim_file *files;
-	uint64_t rng;              /* splitmix64 state, seeded at install (S6) */
+	uint64_t rng;              /* splitmix64 state, seeded at install (I18) */
 	uint64_t calls, syncs, faults;
 	uint64_t crash_sync;       /* 0 disarmed */
 	char *crash_point;         /* NULL disarmed */
@@ -241,7 +241,7 @@ static void sim_free_writes(sim_file *sf)
 }
 
 #ifndef NDEBUG
-/* Checks S2-S4 for sf; called only inside assert, with sim.mu held. */
+/* Checks I14-I16 for sf; called only inside assert, with sim.mu held. */
 static int sim_check_file(const sim_file *sf)
 {
 	const sim_write *w, *last = NULL;
@@ -250,19 +250,19 @@ static int sim_check_file(const sim_file *sf)
 	for (const sim_file *o = sim.files; o != NULL; o = o->sf_next)
 		same += o->sf_dev == sf->sf_dev && o->sf_ino == sf->sf_ino;
 	if (same != 1 || sf->sf_fd < 0)
-		return 0; /* S2 */
+		return 0; /* I14 */
 	if (sf->sf_opens == 0 && sf->sf_head == NULL)
-		return 0; /* S3: a clean closed file is freed */
+		return 0; /* I15: a clean closed file is freed */
 	for (w = sf->sf_head; w != NULL; w = w->sw_next) {
 		if (w->sw_len == 0 || w->sw_off + w->sw_len < w->sw_off)
-			return 0; /* S4 keeps every write non-empty */
+			return 0; /* I16 keeps every write non-empty */
 		last = w;
 	}
 	return sf->sf_tail == last;
 }
 #endif
 
-/* Applies the pending writes of sf in order (S1) and forgets them.  On a
+/* Applies the pending writes of sf in order (I13) and forgets them.  On a
  * failure of the real file the writes not yet applied stay pending. */
 static int sim_apply(sim_file *sf)
 {
@@ -413,7 +413,7 @@ static int sim_open(const char *path, int flags, void **h)
 		if (sf->sf_dev == st.st_dev && sf->sf_ino == st.st_ino)
 			break;
 	if (sf != NULL) {
-		if (!sh->sh_rdonly && !sf->sf_writable) { /* S2: upgrade */
+		if (!sh->sh_rdonly && !sf->sf_writable) { /* I14: upgrade */
 			close(sf->sf_fd);
 			sf->sf_fd = fd;
 			sf->sf_writable = 1;
@@ -458,7 +458,7 @@ static int sim_close(void *h)
 
 	sim_lock();
 	if (--sf->sf_opens == 0 && sf->sf_head == NULL)
-		sim_file_free(sf); /* else retained until sync, flush or crash (S3) */
+		sim_file_free(sf); /* else retained until sync, flush or crash (I15) */
 	sim_unlock();
 	free(sh);
 	return 0;
@@ -487,7 +487,7 @@ static int sim_pread(void *h, void *buf, size_t len, uint64_t off, size_t *done)
 		n = sim_shorten(n);
 	if ((rc = sim_read_all(sf->sf_fd, p, n, off)) != 0)
 		goto out;
-	for (sim_write *w = sf->sf_head; w != NULL; w = w->sw_next) { /* S1 */
+	for (sim_write *w = sf->sf_head; w != NULL; w = w->sw_next) { /* I13 */
 		uint64_t lo = w->sw_off > off ? w->sw_off : off;
 		uint64_t hi = w->sw_off + w->sw_len < off + n ? w->sw_off + w->sw_len : off + n;
 		if (lo < hi)
@@ -561,7 +561,7 @@ static int sim_sync(void *h)
 	sim.calls++;
 	sim.syncs++;
 	if (sim.crash_sync != 0 && sim.syncs == sim.crash_sync)
-		sim_crash_locked(); /* S5: before anything is applied */
+		sim_crash_locked(); /* I17: before anything is applied */
 	if ((rc = sim_fault(SIM_SYNC, &shorten)) == 0)
 		rc = sim_apply(sh->sh_file);
 	assert(sim_check_file(sh->sh_file));
@@ -613,7 +613,7 @@ static int sim_truncate(void *h, uint64_t size)
 	while (rc == EINTR);
 	if (rc != 0)
 		goto out;
-	for (pp = &sf->sf_head; (w = *pp) != NULL;) { /* S4 */
+	for (pp = &sf->sf_head; (w = *pp) != NULL;) { /* I16 */
 		if (w->sw_off >= size) {
 			*pp = w->sw_next;
 			free(w);

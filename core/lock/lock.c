@@ -48,7 +48,7 @@
  *   transaction waiting for a lock will not commit soon.  An owner is kept
  *   for reuse (lock_owner_renew) once it holds and waits for nothing.
  *
- * Invariants
+ * Invariants (each rule is its first sentence; the lines under it say why)
  *   K1  Granted modes on an object are pairwise compatible.
  *   K2  A request waits only if it conflicts with a granted mode or another
  *       request is queued ahead of it.
@@ -56,9 +56,10 @@
  *   K4  An object with no granted and no waiting request is freed.
  *   K5  Every granted request is on its owner's chain exactly once.
  *   K6  A waiting owner's request stays queued, and the grant, deadlock and
- *       timeout rules apply, while it yields before sleeping; o->waiting
- *       is stored atomically (under mu) because the yielding owner reads
- *       it without mu.
+ *       timeout rules apply, while it yields before sleeping.
+ *       Yielding lets the holder finish instead of a convoy forming behind
+ *       a sleeping waiter; o->waiting is stored atomically (under mu)
+ *       because the yielding owner reads it without mu.
  */
 #include "lock.h"
 

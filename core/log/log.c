@@ -56,111 +56,126 @@
  *    40 ..  zero
  *   508  4  CRC-32C of bytes 0..507
  *
- * Invariants
- *   L1  Records are appended in LSN order; a record's LSN is its position.
- *   L2  durable <= written <= end; every byte below durable has been synced.
- *   L3  Bytes below durable are never written with other values (W2 of the
- *       pages relies on them; a torn rewrite could otherwise destroy a
- *       commit).  The bytes of a partly filled last sector are written again
- *       with the same values by the next durable write (L11), as the page
- *       cache's write-back of a 4 KiB page always did: a sector is written
- *       whole, and old or new it holds them.
+ * Invariants (each rule is its first sentence; the lines under it say why)
+ *   L1  Records are appended in LSN order, and a record's LSN is its
+ *       position in the log stream.
+ *       A reader finds a record by its LSN without an index.
+ *   L2  durable <= written <= end, and every byte below durable has been
+ *       synced.
+ *       What a commit is told is durable is on disk.
+ *   L3  Bytes below durable are never written with other values.
+ *       W2 of the pages relies on them; a torn rewrite could otherwise
+ *       destroy a commit.  The bytes of a partly filled last sector are
+ *       written again with the same values by the next durable write (L11),
+ *       as the page cache's write-back of a 4 KiB page always did: a sector
+ *       is written whole, and old or new it holds them.
  *   L4  A record is valid iff its CRC matches, its lsn equals its position
- *       and it fits in its segment; the log ends at the first invalid one.
+ *       and it fits in its segment, and the log ends at the first invalid
+ *       one.
+ *       A torn tail is found without a length written anywhere else.
  *   L5  After a tail is cut, the cut bytes are zeroed before anything new
- *       is appended, so no stale valid-looking record can follow a new one.
+ *       is appended.
+ *       No stale valid-looking record can then follow a new one.
  *   L6  Every segment file at or above the start segment carries a valid
  *       header for its own index and this store's uuid.
+ *       A segment of another store or a misnamed one is never read as ours.
  *   L7  The first failed write or sync panics the log: nothing more is
  *       appended or flushed until the store is reopened.
- *   L9  A full buffer is written without a sync (a commit or the WAL rule
- *       syncs it later); an unsynced segment is synced before any later
- *       segment is written, so L4's "valid after invalid means corruption"
- *       still holds.
+ *       After a failed sync the disk's state is unknown; retrying the sync
+ *       could report success for lost bytes.
  *   L8  An ordinary record is appended only while a spare segment exists
- *       after the one it ends in (a reserve record may have entered the
- *       spare when no new one could be made); so when the disk fills, an
- *       append fails cleanly (ENOSPC, nothing changed) and the spare is
- *       left for rollbacks and checkpoints (LOG_RESERVE).
+ *       after the one it ends in.
+ *       (A reserve record may have entered the spare when no new one could
+ *       be made.)  So when the disk fills, an append fails cleanly (ENOSPC,
+ *       nothing changed) and the spare is left for rollbacks and
+ *       checkpoints (LOG_RESERVE).
+ *   L9  An unsynced segment is synced before any later segment is written.
+ *       A full buffer is written without a sync (a commit or the WAL rule
+ *       syncs it later); syncing in segment order keeps L4's "valid after
+ *       invalid means corruption".
+ *   L10 Before any bytes are written to a segment file, the barrier set by
+ *       log_set_barrier has returned 0, after the flusher took those bytes.
+ *       Whatever was registered with it (ord.c N1) before a record was
+ *       appended is durable before that record can reach the disk.
  *   L11 A flush that must be durable, inside one segment with no spilled
- *       unsynced bytes in it (L9), is one io_pwrite_durable of whole sectors
- *       (direct I/O, RWF_DSYNC: one request to the disk instead of a page
- *       write-back and a flush) from the aligned copy dx: the first sector's
- *       bytes below the range are the ones written before it (kept in dx
- *       from the last such write, or read back), the last one's past it
- *       zeros -- bytes past the end are never valid records (L4).  Where
- *       the backend cannot (the crash simulator; a file system or device
- *       that refuses direct I/O), the range is written and synced as
- *       before.  Any other write of segment bytes forgets dx_tail.
+ *       unsynced bytes in it (L9), is one io_pwrite_durable of whole
+ *       sectors from the aligned copy dx.
+ *       Direct I/O with RWF_DSYNC is one request to the disk instead of a
+ *       page write-back and a flush.  The first sector's bytes below the
+ *       range are the ones written before it (kept in dx from the last such
+ *       write, or read back), the last one's past it zeros -- bytes past
+ *       the end are never valid records (L4).  Where the backend cannot
+ *       (the crash simulator; a file system or device that refuses direct
+ *       I/O), the range is written and synced as before.  Any other write
+ *       of segment bytes forgets dx_tail.
  *   L12 With cfg->writer (tp_open's opt.background), a buffer past half
  *       full is handed to the log's writer thread (when no flush is under
- *       way) and the appender goes on in the spare: appends do not wait
- *       for the buffer's copy into the page cache, which at a high commit
- *       rate without sync took 10-25% of a transaction's time on one
- *       thread.  The writer writes it as a spilled buffer (L9), as the
- *       flusher; the barrier (L10) runs there too, and log_set_barrier
- *       waits until no flush is under way before it changes it.  Without
- *       cfg->writer the log starts no thread: a single-threaded program
- *       keeps glibc's single-thread fast paths (a second thread, even an
- *       idle one, made the bulk load 10% slower), and the crash simulator
- *       sees the same writes in the same order every time.
- *   L10 Before any bytes are written to a segment file, the barrier set by
- *       log_set_barrier has returned 0, after the flusher took those bytes:
- *       whatever was registered with it before a record was appended is
- *       durable before that record can reach the disk.
+ *       way) and the appender goes on in the spare.
+ *       Appends do not wait for the buffer's copy into the page cache,
+ *       which at a high commit rate without sync took 10-25% of a
+ *       transaction's time on one thread.  The writer writes it as a
+ *       spilled buffer (L9), as the flusher; the barrier (L10) runs there
+ *       too, and log_set_barrier waits until no flush is under way before
+ *       it changes it.  Without cfg->writer the log starts no thread: a
+ *       single-threaded program keeps glibc's single-thread fast paths (a
+ *       second thread, even an idle one, made the bulk load 10% slower),
+ *       and the crash simulator sees the same writes in the same order
+ *       every time.
+ *   L13 A segment file is made or renamed into place only under lg->mu,
+ *       and only at an index where no file is.
+ *       Appenders make the segments they enter (seg_make, under mu) while
+ *       a checkpoint recycles old ones (log_truncate), and both take the
+ *       index past the highest one present.  A recycled segment renamed
+ *       over one an appender had just made and written in cut those
+ *       records out of the log (the next open found a hole and refused, or
+ *       lost the last commits when the hole was the end).
  *   L14 The durable mark (file dir/durable, below) never names an LSN
- *       beyond what is durable: it is written, without a sync, only after
- *       the sync that made its LSN durable returned, and before the
- *       committers of that sync are told.  A power cut may leave an older
- *       mark or a torn one (its CRC then fails and it is ignored): both
- *       claim less, never more.
- *   L15 Only bytes a crash can tear are cut as a torn tail.  At open, the
- *       first invalid record at pos ends the log only if nothing shows
- *       that pos was durable: pos must be at or above the mark (L14) and
- *       above the durable floor the caller knows (the last checkpoint
- *       record), no valid record may start a later segment (L9), and the
- *       segment pos lies in must exist (a segment is made, named and its
- *       directory synced before any record enters it, L8).  Anything else
- *       is damage: the open fails with TP_ECORRUPT naming the file, the
- *       offset, the LSN, what was found there and what shows it was
- *       durable, and writes nothing -- unless the caller accepts the loss
- *       (cfg->discard_after), which cuts the log there, keeps a copy of
- *       what it cut beside the segments (log.<index>.discarded-<LSN>,
+ *       beyond what is durable.
+ *       It is written, without a sync, only after the sync that made its
+ *       LSN durable returned, and before the committers of that sync are
+ *       told.  A power cut may leave an older mark or a torn one (its CRC
+ *       then fails and it is ignored): both claim less, never more.
+ *   L15 Only bytes a crash can tear are cut as a torn tail.
+ *       At open, the first invalid record at pos ends the log only if
+ *       nothing shows that pos was durable: pos must be at or above the
+ *       mark (L14) and above the durable floor the caller knows (the last
+ *       checkpoint record), no valid record may start a later segment
+ *       (L9), and the segment pos lies in must exist (a segment is made,
+ *       named and its directory synced before any record enters it, L18).
+ *       Anything else is damage: the open fails with TP_ECORRUPT naming
+ *       the file, the offset, the LSN, what was found there and what shows
+ *       it was durable, and writes nothing -- unless the caller accepts the
+ *       loss (cfg->discard_after), which cuts the log there, keeps a copy
+ *       of what it cut beside the segments (log.<index>.discarded-<LSN>,
  *       never replacing an earlier one), and lowers the mark.
- *   L16 A read-write open syncs the segments from the mark to the end
- *       before it appends (the bytes found past the mark may have been
- *       in the page cache only, after a crash of the process alone), then
- *       writes the mark: the log's durable point is its end from then on.
- *   L17 A read-only log never writes a file: records appended to it (the
- *       CLRs of a recovery done in memory, tp.c E2) stay in the buffer,
- *       which grows instead of being written, and a flush only moves the
- *       durable point in memory.
- *   L18 No record enters a segment before the segment's name is durable:
+ *   L16 A read-write open syncs the segments from the mark to the end, then
+ *       writes the mark, before it appends.
+ *       The bytes found past the mark may have been in the page cache only,
+ *       after a crash of the process alone; the log's durable point is its
+ *       end from then on.
+ *   L17 A read-only log never writes a file.
+ *       Records appended to it (the CLRs of a recovery done in memory, tp.c
+ *       E2) stay in the buffer, which grows instead of being written, and a
+ *       flush only moves the durable point in memory.
+ *   L18 No record enters a segment before the segment's name is durable.
  *       seg_make syncs the directory before it returns; a segment that
  *       log_truncate recycled (renamed ahead) is entered only after a sync
  *       of the directory covers its rename (lg->named), done by the
  *       appender itself when the checkpoint's own sync has not come yet.
  *       Otherwise a power cut could lose the rename of a segment holding
  *       durable records (and L15 then reports the segment missing).
- *   L19 log_write returns once every record <= lsn is in the segment
- *       files (written, not synced): a crash of the process alone -- kill
- *       -9, a segfault, the OOM killer -- then loses none of them, since
- *       the operating system holds them; a crash of the machine may.  It is
- *       a flush without the sync, shared by concurrent callers as group
- *       commit is (a sync flush under way covers its waiters too).  Its
- *       bytes are written as a spilled buffer's are: after the barrier
- *       (L10), the segment before synced first (L9), only bytes past
- *       `written` (L3); the next sync flush syncs them (without L11 in
- *       that segment).  They lie past the durable mark (L14), so damage
- *       to them may be cut as a torn tail (L15).
- *   L13 A segment file is made or renamed into place only under lg->mu,
- *       and only at an index where no file is: appenders make the
- *       segments they enter (seg_make, under mu) while a checkpoint
- *       recycles old ones (log_truncate), and both take the index past
- *       the highest one present.  A recycled segment renamed over one an
- *       appender had just made and written in cut those records out of
- *       the log (the next open found a hole and refused, or lost the
- *       last commits when the hole was the end).
+ *   L19 log_write returns once every record <= lsn is in the segment files
+ *       (written, not synced).
+ *       A crash of the process alone -- kill -9, a segfault, the OOM killer
+ *       -- then loses none of them, since the operating system holds them;
+ *       a crash of the machine may.  It is a flush without the sync, shared
+ *       by concurrent callers as group commit is (a sync flush under way
+ *       covers its waiters too).  Its bytes are written as a spilled
+ *       buffer's are: after the barrier (L10), the segment before synced
+ *       first (L9), only bytes past `written` (L3); the next sync flush
+ *       syncs them (without L11 in that segment).  They lie past the
+ *       durable mark (L14), so damage to them may be cut as a torn tail
+ *       (L15).
  */
 #include "log.h"
 
@@ -603,6 +618,8 @@ static int put_locked(log_mgr *lg, log_rec *r)
 		pos = start;
 		__atomic_store_n(&lg->end, start, __ATOMIC_RELEASE);
 	}
+	TP_CHECK(pos > lg->last || !lg->last); /* L1: LSNs only grow */
+	TP_CHECK(pos >= lg->durable && pos - lg->buf_lsn + size <= lg->cap); /* L3: never below durable */
 	r->lsn = pos;
 	rec_encode(lg->buf + (pos - lg->buf_lsn), size, lg->last, r);
 	lg->last = pos;
@@ -827,7 +844,7 @@ static int write_taken(log_mgr *lg, int sync)
 	int rc = 0;
 	if (e > a && barrier && (rc = barrier(bctx)) != 0) /* L10 */
 		util_err(rc, "log %s: ordered data could not be made durable before the log write: %s", lg->dir,
-			 rc > 0 ? strerror(rc) : tp_strerror(rc));
+			 util_strerror(rc));
 	if (!rc)
 		rc = write_range(lg, b, a, e, sync);
 	if (!rc && sync)
@@ -843,8 +860,10 @@ static int write_taken(log_mgr *lg, int sync)
 		pthread_cond_broadcast(&lg->cv);
 		return rc;
 	}
+	TP_CHECK(e >= lg->written && e <= lg->end); /* L2 */
 	lg->written = e;
 	if (sync) {
+		TP_CHECK(e >= lg->durable); /* L2: the durable point only moves forward */
 		lg->durable = e;
 		lg->st.syncs++;
 	}
@@ -999,7 +1018,7 @@ void log_panic(log_mgr *lg, int rc, const char *what)
 	pthread_mutex_lock(&lg->mu);
 	if (!lg->panic && !lg->quiet && what)
 		fprintf(stderr, "tpfs: %s failed (%s); the store needs recovery: reopen it\n", what,
-			rc > 0 ? strerror(rc) : tp_strerror(rc));
+			util_strerror(rc));
 	lg->panic = 1;
 	pthread_cond_broadcast(&lg->cv);
 	pthread_mutex_unlock(&lg->mu);

@@ -4,8 +4,8 @@
  *
  * An LSN is a byte offset into the log stream; segment i of size S holds
  * LSNs [i*S, (i+1)*S) in file `log.<i as 16 hex digits>`, whose first
- * LOG_SEG_HDR bytes are a header.  LSN 0 means "none".  Layouts are in
- * log_int.h and at the top of log.c.
+ * LOG_SEG_HDR bytes are a header.  LSN 0 means "none".  The layouts of
+ * segment headers, records and the durable mark are at the top of log.c.
  */
 #ifndef TP_LOG_H
 #define TP_LOG_H

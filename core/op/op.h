@@ -10,6 +10,12 @@
  *
  * This module also owns the page operations (op_page.c): physical byte-range
  * set, page init, and page allocation in bitmap pages.
+ *
+ * Layers: the registry (op.c, op_get) is below txn -- txn and rec look an
+ * operation up in it and call nothing else of op.  The page operations
+ * (op_page.c) are above txn, as the B-tree is: they change pages through
+ * txn_update and txn_compensate, take allocation state from the page
+ * allocator (alloc.h) and register ordered pages with ord.h.
  */
 #ifndef TP_OP_H
 #define TP_OP_H
@@ -84,7 +90,7 @@ int op_page_free(txn *t, uint64_t pgno);
  * must write itself (those are not zeroed first: a page of file data is
  * written whole, and zeroing it too was 5% of a large write's CPU); op_page_ordered_done releases it and
  * registers it to be written and synced before the log is next written
- * (txn.h, T8), so a commit that survives a crash finds the bytes.  O1: the
+ * (ord.h, ord.c N1), so a commit that survives a crash finds the bytes.  O1: the
  * page LSN is the log's durable end minus one (the log is flushed first if
  * the page's earlier records are not durable yet): redo skips every record
  * of the page's earlier lives and applies every later one, even after a

@@ -8,10 +8,10 @@
  *   bit i <-> page (first + i).  Bit 0 (the bitmap itself) always counts as
  *   allocated.  A bitmap page never written reads as zeros: all free.
  *   Allocation takes the lowest group that may have a free page
- *   (txn_alloc_hint), so low pages stay dense and full groups are not
+ *   (alloc_hint), so low pages stay dense and full groups are not
  *   searched again on every allocation.  Within the group it is first fit,
  *   except for ordered data: next fit from the page after the last ordered
- *   page (txn_alloc_rover), wrapping around, so that a large file's blocks
+ *   page (alloc_rover), wrapping around, so that a large file's blocks
  *   follow each other on disk and a run of allocations does not rescan the
  *   bits it took.
  *
@@ -25,11 +25,11 @@
  * Ordered pages (op_page_alloc_ordered) break LLADD's rule that every
  * change goes through a logged redo, on purpose and only for file data:
  * their bytes are written in place and synced before the log moves past
- * the records that make them reachable (T8), as ext4's data=ordered and
+ * the records that make them reachable (ord.c N1), as ext4's data=ordered and
  * ZFS's indirect writes do, so large writes are not written twice.  Redo
  * never touches them: their LSN is above every record of their earlier
  * lives and below the durable end of the log (O1), and a page freed by a
- * commit is reused only once that commit is durable (T9), so no crash can
+ * commit is reused only once that commit is durable (alloc.c A2), so no crash can
  * hand it back to an owner that still needs its old bytes.  An LSN taken
  * from the log's end instead (the first version) could exceed what a
  * power cut left of the log: the log restarted below it, and the page's
@@ -53,6 +53,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "ord.h"
 #include "tp.h"
 #include "txn.h"
 #include "util.h"
@@ -340,8 +342,8 @@ static uint64_t open_byte(const unsigned char *body, uint64_t i, uint64_t end)
 }
 
 /* First clear bit >= 1 of a bitmap body, from bit `from` on and then from
- * the start, that no open transaction freed (T5), nor for ordered data a
- * commit not yet durable (T9). */
+ * the start, that no open transaction freed (alloc.c A1), nor for ordered data a
+ * commit not yet durable (A2). */
 static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_t first, uint64_t from, int ordered,
 		     uint32_t *bit)
 {
@@ -353,7 +355,7 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 				uint64_t i = byte * 8 + b;
 				if (i == 0 || (body[byte] >> b) & 1)
 					continue;
-				if (txn_page_held(tm, first + i, ordered))
+				if (alloc_held(txn_mgr_alloc(tm), first + i, ordered))
 					continue;
 				*bit = (uint32_t)i;
 				return 1;
@@ -373,10 +375,11 @@ static int upd(txn *t, txn_mgr *tm, buf_page *pg, uint16_t op, const void *args,
  * or next fit for ordered data.  The page gets its disk space before its
  * allocation is logged (B14): a full disk fails here with nothing logged.
  * Ordered data on a full disk first waits for the pages freed by commits
- * not yet durable (T9): space freed by a removal is writable at once. */
+ * not yet durable (alloc.c A2): space freed by a removal is writable at once. */
 static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 {
 	buf_pool *bp = txn_mgr_pool(tm);
+	alloc_mgr *am = txn_mgr_alloc(tm);
 	uint32_t ps = buf_page_size(bp);
 	uint64_t g = op_group_pages(ps);
 	int rollback = t && txn_rolling_back(t);
@@ -387,15 +390,15 @@ static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 	int rc;
 
 again:
-	for (uint64_t grp = txn_alloc_hint(tm);; grp++) {
+	for (uint64_t grp = alloc_hint(am);; grp++) {
 		uint64_t bm = 1 + grp * g;
 		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
 			return rc;
-		uint64_t rover = ordered ? txn_alloc_rover(tm) : 0; /* sequential data stays O(1) */
+		uint64_t rover = ordered ? alloc_rover(am) : 0; /* sequential data stays O(1) */
 		uint64_t from = rover > bm && rover - bm < g ? rover - bm : 0;
 		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, from, ordered, &bit)) {
 			buf_put(bp, pg);
-			txn_alloc_full(tm, grp);
+			alloc_full(am, grp);
 			continue;
 		}
 		if ((rc = buf_reserve(bp, bm + bit + 1, rollback)) != 0) { /* B14 */
@@ -403,10 +406,10 @@ again:
 			if (rc == ENOSPC && ordered && !retried) {
 				/* next fit ran into the end of the file's space:
 				 * once more from the first page, with the pages
-				 * freed by commits not yet durable free too (T9) */
+				 * freed by commits not yet durable free too (A2) */
 				retried = 1;
-				txn_alloc_set_rover(tm, 0);
-				if ((rc = txn_limbo_flush(tm, &flushed)) != 0)
+				alloc_set_rover(am, 0);
+				if ((rc = alloc_limbo_flush(am, &flushed)) != 0)
 					return rc;
 				goto again;
 			}
@@ -419,7 +422,7 @@ again:
 			return rc;
 		*pgno = bm + bit;
 		if (ordered)
-			txn_alloc_set_rover(tm, *pgno + 1);
+			alloc_set_rover(am, *pgno + 1);
 		return 0;
 	}
 }
@@ -485,7 +488,7 @@ int op_page_ordered_done(txn *t, buf_page *pg)
 	uint64_t pgno = buf_pgno(pg), lsn = buf_page_lsn(pg);
 	buf_mark_ordered(txn_mgr_pool(tm), pg); /* B12 */
 	buf_put(txn_mgr_pool(tm), pg);
-	return txn_note_ordered(tm, pgno, lsn);
+	return ord_note(txn_mgr_ord(tm), pgno, lsn);
 }
 
 static int page_free(txn *t, txn_mgr *tm, uint64_t pgno)
@@ -501,7 +504,7 @@ static int page_free(txn *t, txn_mgr *tm, uint64_t pgno)
 	if ((rc = check_data_page(bp, pgno, "free")) != 0)
 		return rc;
 	uint64_t bm = 1 + (pgno - 1) / g * g;
-	if (t && (rc = txn_note_free(t, pgno)) != 0)
+	if (t && (rc = alloc_note_free(txn_mgr_alloc(tm), txn_freed(t), pgno)) != 0)
 		return rc;
 	util_put32(arg, (uint32_t)(pgno - bm));
 	if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)

@@ -20,31 +20,38 @@
  *   written after the horizon -- the only ones a crash can tear -- has its
  *   image in the log after the redo start.
  *
- * Invariants
+ * Invariants (W1-W6: core/DESIGN.md; each rule is its first sentence, the
+ * lines under it say why)
  *   R1 (W4)  Redo applies record R to page P only if page_lsn(P) < lsn(R).
+ *       With W1, redo is idempotent: a record already on a page is skipped.
  *   R2  The redo start is at or before the horizon and every DPT rec_lsn.
+ *       Every change a crash may have lost from a page is then redone.
  *   R3  The log start kept by a checkpoint is at or before the redo start
  *       and the first record of every open transaction.
+ *       Redo and undo then find every record they need.
  *   R4  Recovery run twice gives the same state as once.
+ *       A crash during recovery is just another crash.
  *   R5  A checkpoint's snapshot reflects every record below its scan_from
- *       LSN (taken before the snapshot); analysis scans from scan_from, so
- *       records racing with the snapshot are seen either way, and applying
- *       a record twice to the tables is harmless.
- *   R6  Recovery needs no new disk space for pages: every page a record
- *       names was given its space before the record was logged (buf.c,
- *       B14), and redo starts only once the page file holds every page
- *       analysis found named (a power cut may have lost the file's growth:
- *       then recovery asks for it first, and refuses cleanly if the disk
- *       cannot give it, before it writes anything).  The checkpoint that
- *       ends recovery and the one of a clean close log into the log's
- *       spare segment (L8) and write back only such pages.
- *   R7  Undo hands out pages as normal processing does: each loser is
- *       adopted with the pages it freed that its rollback will take back
- *       (T5) before any is rolled back, so a split inside a logical undo
- *       takes a free page of the file -- one of those kept for rollbacks
- *       (B14) on a full disk -- and needs no new disk space.  (A floor
- *       above every page the file held sent such splits past the end of
- *       the file: on a full disk the mount failed in recovery.)
+ *       LSN (taken before the snapshot).
+ *       Analysis scans from scan_from, so records racing with the snapshot
+ *       are seen either way, and applying a record twice to the tables is
+ *       harmless.
+ *   R6  Recovery needs no new disk space for pages.
+ *       Every page a record names was given its space before the record
+ *       was logged (buf.c B14), and redo starts only once the page file
+ *       holds every page analysis found named (a power cut may have lost
+ *       the file's growth: then recovery asks for it first, and refuses
+ *       cleanly if the disk cannot give it, before it writes anything).
+ *       The checkpoint that ends recovery and the one of a clean close log
+ *       into the log's spare segment (L8) and write back only such pages.
+ *   R7  Undo hands out pages as normal processing does.
+ *       Each loser is adopted with the pages it freed that its rollback
+ *       will take back (alloc.c A1) before any is rolled back, so a split
+ *       inside a logical undo takes a free page of the file -- one of those
+ *       kept for rollbacks (B14) on a full disk -- and needs no new disk
+ *       space.  (A floor above every page the file held sent such splits
+ *       past the end of the file: on a full disk the mount failed in
+ *       recovery.)
  */
 #include "rec.h"
 
@@ -474,7 +481,7 @@ static int redo(log_mgr *lg, buf_pool *bp, prog *pgs, analysis *a, rec_result *r
 /* R7: the pages loser t freed that its rollback will mark allocated again
  * -- its PAGE_FREE records on the path rollback takes from undo_next (a
  * CLR leads to its undo_next) -- are held from allocation until it ends
- * (T5), as they were before the crash. */
+ * (alloc.c A1), as they were before the crash. */
 static int loser_frees(log_mgr *lg, txn *t, uint64_t undo_next)
 {
 	uint64_t lsn = undo_next;
@@ -490,7 +497,7 @@ static int loser_frees(log_mgr *lg, txn *t, uint64_t undo_next)
 			lsn = r.undo_next;
 		} else {
 			if (r.type == OP_PAGE_FREE && r.len == 4 && r.pgno != LOG_NOPAGE)
-				rc = txn_note_free(t, r.pgno + util_get32(r.data));
+				rc = alloc_note_free(txn_mgr_alloc(txn_mgr_of(t)), txn_freed(t), r.pgno + util_get32(r.data));
 			lsn = r.prev_lsn;
 		}
 		free(buf);

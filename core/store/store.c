@@ -2,19 +2,24 @@
  * store -- superblock and master slots of a store directory (layout in
  * store.h).
  *
- * Invariants
+ * Invariants (each rule is its first sentence; the lines under it say why)
  *   S1  The superblock is never rewritten after mkfs.
+ *       A torn rewrite could lose the one sector that says what the store
+ *       is; what changes lives in the master slots instead.
  *   S2  A master slot is written only after the checkpoint it names is
- *       durable in the log; the slot is synced before log segments that it
- *       makes unneeded are recycled.
- *   S3  Opening never writes: a bad or newer superblock is reported with
- *       the file and the cause, and the store is left as it was.
- *   S4  A store is private to its owner: the store directory, the log
- *       directory and everything in them give group and others no access
- *       (io.c I8 makes them so; store_private finds and, asked to, tightens
- *       any that lost it).  A store's files hold every user's file data in
- *       clear, whatever the modes inside the tree: only the owner reads
- *       them, through tpfsd, which enforces those modes.
+ *       durable in the log, and synced before the log segments it makes
+ *       unneeded are recycled.
+ *       A crash then always finds a master naming a checkpoint the log
+ *       still holds.
+ *   S3  Opening never writes.
+ *       A bad or newer superblock is reported with the file and the cause,
+ *       and the store is left as it was for a newer engine or an expert.
+ *   S4  A store's directory, its log directory and everything in them give
+ *       group and others no access.
+ *       A store's files hold every user's file data in clear, whatever the
+ *       modes inside the tree: only the owner reads them, through tpfsd,
+ *       which enforces those modes.  io.c I8 makes them so; store_private
+ *       finds and, asked to, tightens any that lost it.
  */
 #include "store.h"
 

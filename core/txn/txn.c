@@ -12,76 +12,69 @@
  *   nothing is undone twice even if rollback itself is interrupted by a
  *   crash and resumed by recovery.
  *
- * Invariants
- *   T1 (W3)  txn_commit returns 0 only after its commit record is durable
- *            (unless the caller asked for a lazy commit).
+ * Invariants (W1-W6 are the write-ahead rules of core/DESIGN.md; each
+ * rule is its first sentence, the lines under it say why)
+ *   T1 (W3)  txn_commit returns 0 only after its commit record is durable,
+ *       unless the caller asked for a lazy commit (T13).
+ *       A commit the caller was told of survives any crash.
  *   T2 (W5)  Undo writes CLRs; CLRs are never undone.
- *   T3 (W6)  Every check that can fail happens before the page changes: a
- *            failed append leaves the page as it was.
- *   T4  undo_next is the next record rollback must undo: last_lsn during
- *       forward processing; during rollback, the record being undone until
- *       a CLR compensates it, whose undo_next is the record's prev_lsn
- *       (undo_after).  A nested top action inside an undo -- a split to
- *       make room for a logical undo's insertion -- ends with a CLR whose
- *       undo_next is undo_next: so a crash between that CLR and the
- *       compensation sends recovery back to the record, not past it.
- *       (It was the record's prev_lsn: a crash there left the record
- *       undone by nobody -- an overflow page allocated in no tree.)
- *   T5  A page freed by an open transaction is not reallocated until that
- *       transaction ends (its rollback would mark it allocated again).  The
- *       losers recovery rolls back get their lists from the log before any
- *       is rolled back (rec.c R7).
- *   T7  Early lock release: a committing transaction releases its locks as
- *       soon as its commit record is appended, before the flush (LIBTP's
- *       group commit with Soisalon-Soininen's early release).  Commits are
- *       still acknowledged in log order: a flush covering a commit covers
- *       every commit logged before it, and a read-only transaction waits
- *       until the log is durable up to where it was when it committed.
- *       txn_commit_held opts out for the locks it names: they last until
- *       the record is durable, for callers that show the commit where no
- *       later commit record guards it (the file system's kernel caches, a
- *       reply to a plain read that logs nothing); the others go early.
- *   T8  Ordered data (op.h): a page registered with txn_note_ordered is
- *       written and the page file synced by the log's barrier, before any
- *       log bytes appended after the registration reach a file (L10).  So
- *       a commit that survives a crash finds its ordered pages on disk.
- *   T9  A page freed by a committed transaction is not reallocated as an
- *       ordered page until that commit is durable (the limbo): an ordered
- *       page is rewritten unlogged (T8), and a crash that lost the commit
- *       would give the page back to its old owner with someone else's
- *       bytes.  (A logged reuse is safe: its records follow the free's.)
- *   T10 Hierarchical locks (txn_lock_child): a child lock is taken only
- *       under an intention lock (IS, IX) on its parent; after ESC_AFTER
- *       child locks under one parent the transaction tries, without
- *       waiting, to lock the parent itself (S, or X once it wrote), and
- *       then takes no more child locks the parent's lock covers (Gray's
- *       lock escalation: a bulk load holds one lock, not a million).
- *   T11 A lock a transaction took through txn_lock is remembered in a small
- *       table of its own (name, and a mode it holds at least; an intention
- *       lock taken with a child lock is remembered in the parent's T10 slot
- *       instead, which is looked at first): asking again
- *       for a mode that one covers returns at once, without the lock
- *       manager.  Only a transaction's end and txn_unlock ever take a lock
- *       away from it, and txn_unlock forgets the name first, so the table
- *       never claims more than the manager grants.
- *   T12 An ended transaction's object is kept for the next begin (up to
- *       TXN_SPARES): its lock owner stays initialized, every other
- *       field is zeroed as for a new one, and the owner, which released
- *       everything at the end, takes the new id (lock_owner_renew).
- *   T13 A commit in mode TXN_WRITE returns 0 only after its commit record
- *       is in the log files (log_write, log.c L19): a crash of the process
- *       alone -- not of the machine -- keeps it.  A read-only one waits, as
- *       under T7, until every record logged before it committed is
- *       written: what it read survives such a crash too.
+ *       A rollback that a crash interrupted resumes where it stopped.
+ *   T3 (W6)  Every check that can fail happens before the page changes.
+ *       A failed append then leaves the page as it was.
+ *   T4  undo_next is the next record rollback must undo.
+ *       It is last_lsn during forward processing; during rollback, the
+ *       record being undone until a CLR compensates it, whose undo_next is
+ *       the record's prev_lsn (undo_after).  A nested top action inside an
+ *       undo -- a split to make room for a logical undo's insertion -- ends
+ *       with a CLR whose undo_next is undo_next: so a crash between that
+ *       CLR and the compensation sends recovery back to the record, not
+ *       past it.  (It was the record's prev_lsn: a crash there left the
+ *       record undone by nobody -- an overflow page allocated in no tree.)
+ *   (T5, T8, T9 are the page allocator's and ordered data's now: alloc.c
+ *   A1, ord.c N1, alloc.c A2.)
  *   T6  A record of t is appended and t's LSN fields and state updated
- *       inside one odd span of t->seq (a sequence lock: odd while t
- *       appends; lsns_read retries until it reads an even value twice
- *       around the fields).  The odd value is stored before the append
- *       stores the log's end (a release), so a checkpoint that read the end
- *       (an acquire) and then t's fields finds every record below that end
- *       in them: a record appended before the snapshot's start LSN is
- *       always reflected in the snapshot (rec.c relies on it).  (A mutex
- *       per transaction did this, two lock/unlock pairs per update.)
+ *       inside one odd span of t->seq.
+ *       A sequence lock: odd while t appends; lsns_read retries until it
+ *       reads an even value twice around the fields.  The odd value is
+ *       stored before the append stores the log's end (a release), so a
+ *       checkpoint that read the end (an acquire) and then t's fields finds
+ *       every record below that end in them: a record appended before the
+ *       snapshot's start LSN is always reflected in the snapshot (rec.c
+ *       relies on it).  (A mutex per transaction did this, two lock/unlock
+ *       pairs per update.)
+ *   T7  A committing transaction releases its locks as soon as its commit
+ *       record is appended, before the flush, unless txn_commit_held names
+ *       them.
+ *       LIBTP's group commit with Soisalon-Soininen's early release.
+ *       Commits are still acknowledged in log order: a flush covering a
+ *       commit covers every commit logged before it, and a read-only
+ *       transaction waits until the log is durable up to where it was when
+ *       it committed.  txn_commit_held's locks last until the record is
+ *       durable, for callers that show the commit where no later commit
+ *       record guards it (the file system's kernel caches, a reply to a
+ *       plain read that logs nothing).
+ *   T10 A child lock (txn_lock_child) is taken only under an intention lock
+ *       (IS, IX) on its parent, and after ESC_AFTER of them the parent
+ *       itself is tried.
+ *       The try does not wait (S, or X once it wrote); once it succeeds no
+ *       more child locks the parent's lock covers are taken (Gray's lock
+ *       escalation: a bulk load holds one lock, not a million).
+ *   T11 A transaction's table of the locks it took never claims more than
+ *       the lock manager grants.
+ *       The table (name, and a mode held at least; an intention lock taken
+ *       with a child lock is in the parent's T10 slot instead, looked at
+ *       first) answers a repeated request at once, without the manager.
+ *       Only a transaction's end and txn_unlock take a lock away from it,
+ *       and txn_unlock forgets the name first.
+ *   T12 An ended transaction's object is kept for the next begin (up to
+ *       TXN_SPARES) with its lock owner, every other field zeroed.
+ *       The owner released everything at the end and takes the new id
+ *       (lock_owner_renew): a begin then allocates nothing.
+ *   T13 A commit in mode TXN_WRITE returns 0 only after its commit record
+ *       is in the log files (log_write, log.c L19).
+ *       A crash of the process alone -- not of the machine -- keeps it.  A
+ *       read-only one waits, as under T7, until every record logged before
+ *       it committed is written: what it read survives such a crash too.
  *
  * A transaction is used by one thread at a time; its sequence lock only
  * orders it against checkpoints.  Lock order: tm->mu, then the log's.
@@ -97,9 +90,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc.h"
 #include "io.h"
 #include "lock.h"
 #include "op.h"
+#include "ord.h"
 #include "tp.h"
 #include "util.h"
 
@@ -142,8 +137,7 @@ struct txn {
 		uint8_t mode;    /* held at least this */
 		unsigned char name[HELD_NAME];
 	} held[HELD_SLOTS];
-	uint64_t *freed;     /* T5: under tm->mu; a set of pgno + 1 (0: empty slot) */
-	size_t nfreed, cfreed; /* cfreed: a power of two, at least twice nfreed */
+	alloc_freed *freed;  /* the pages it freed (alloc.c A1), the allocator's */
 	txn *next, **pprev;  /* table links, under tm->mu */
 };
 
@@ -162,90 +156,21 @@ struct txn_mgr {
 	uint64_t commits;    /* atomic */
 	uint64_t aborts;     /* under mu */
 	uint64_t aborts_empty; /* under mu: of aborts, those with nothing to roll back */
-	uint64_t alloc_hint;   /* atomic: see txn_alloc_hint */
-	uint64_t alloc_rover;  /* atomic: see txn_alloc_rover */
-	/* T9, under mu: two generations of pages freed by commits, each a set
-	 * of pgno + 1 with the LSN of its last commit; old is dropped once the
-	 * log is durable past its LSN, then the young one ages */
-	struct limbo {
-		uint64_t *set;
-		size_t n, cap;
-		uint64_t lsn;
-	} limbo[2];
-	pthread_mutex_t ord_mu; /* T8: the ordered pages not yet written */
-	pthread_cond_t ord_cv;  /* an early writer finished */
-	int ord_busy;           /* early writers at work */
-	int ord_written;        /* pages written early since the last sync */
-	buf_unlogged *ord;
-	size_t nord, cord;
+	alloc_mgr *am;       /* the page allocator's state */
+	ord *od;             /* ordered data, registered with the log */
 };
 
-static int limbo_add(txn *t, uint64_t lsn);
-
-/* Registered ordered pages written early, before a barrier asks (4 MiB of
- * 4 KiB pages). */
-#define ORD_EARLY 1024
-
-/* The log's barrier (T8, L10): writes the ordered pages registered so far,
- * waits for early writers, and syncs the page file. */
-static int ordered_barrier(void *ctx)
+/* The transaction table is whole (tm->mu held; for TP_CHECK): n counts
+ * its entries, every link points back where it is linked from, and every
+ * id was handed out.  (Only fields under tm->mu or fixed at begin.) */
+static int table_ok(const txn_mgr *tm)
 {
-	txn_mgr *tm = ctx;
-	pthread_mutex_lock(&tm->ord_mu);
-	buf_unlogged *list = tm->ord;
-	size_t n = tm->nord;
-	tm->ord = NULL;
-	tm->nord = tm->cord = 0;
-	while (tm->ord_busy)
-		pthread_cond_wait(&tm->ord_cv, &tm->ord_mu);
-	int need_sync = n || tm->ord_written;
-	tm->ord_written = 0;
-	pthread_mutex_unlock(&tm->ord_mu);
-	int rc = n ? buf_write_unlogged(tm->bp, list, n) : 0;
-	if (need_sync && !rc)
-		rc = buf_sync(tm->bp);
-	free(list);
-	return rc;
-}
-
-/* Writes the ordered pages registered so far without syncing (ord_mu held,
- * released and taken again): the disk works on them while requests go on,
- * and the barrier's sync has less to wait for. */
-static void ordered_write_early(txn_mgr *tm)
-{
-	buf_unlogged *list = tm->ord;
-	size_t n = tm->nord;
-	tm->ord = NULL;
-	tm->nord = tm->cord = 0;
-	tm->ord_busy++;
-	pthread_mutex_unlock(&tm->ord_mu);
-	int rc = buf_write_unlogged(tm->bp, list, n); /* a failure panics the log (B5) */
-	(void)rc;
-	free(list);
-	pthread_mutex_lock(&tm->ord_mu);
-	tm->ord_busy--;
-	tm->ord_written = 1;
-	pthread_cond_broadcast(&tm->ord_cv);
-}
-
-int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn)
-{
-	pthread_mutex_lock(&tm->ord_mu);
-	if (tm->nord == tm->cord) {
-		size_t nc = tm->cord ? 2 * tm->cord : 256;
-		buf_unlogged *n = realloc(tm->ord, nc * sizeof *n);
-		if (!n) {
-			pthread_mutex_unlock(&tm->ord_mu);
-			return ENOMEM;
-		}
-		tm->ord = n;
-		tm->cord = nc;
-	}
-	tm->ord[tm->nord++] = (buf_unlogged){.pgno = pgno, .lsn = lsn};
-	if (tm->nord >= ORD_EARLY)
-		ordered_write_early(tm);
-	pthread_mutex_unlock(&tm->ord_mu);
-	return 0;
+	size_t n = 0;
+	txn *const *pp = &tm->head;
+	for (const txn *t = tm->head; t; pp = &t->next, t = t->next, n++)
+		if (t->pprev != pp || t->tm != tm || t->id >= tm->next_id || n >= tm->n)
+			return 0;
+	return n == tm->n;
 }
 
 static void lock_waits(void *lg, int delta) { log_active(lg, delta); }
@@ -267,9 +192,13 @@ int txn_mgr_open(log_mgr *lg, buf_pool *bp, uint64_t next_txid, txn_mgr **out)
 	 * leaders should not wait for it */
 	lock_mgr_on_wait(tm->lm, lock_waits, lg);
 	util_mutex_init_hot(&tm->mu);
-	pthread_mutex_init(&tm->ord_mu, NULL);
-	pthread_cond_init(&tm->ord_cv, NULL);
-	log_set_barrier(lg, ordered_barrier, tm);
+	if ((rc = alloc_open(lg, &tm->am)) != 0 || (rc = ord_open(lg, bp, &tm->od)) != 0) {
+		alloc_close(tm->am);
+		lock_mgr_close(tm->lm);
+		pthread_mutex_destroy(&tm->mu);
+		free(tm);
+		return rc;
+	}
 	*out = tm;
 	return 0;
 }
@@ -284,17 +213,19 @@ static void txn_destroy(txn *t)
 static void txn_free(txn *t)
 {
 	txn_mgr *tm = t->tm;
-	if (t->nfreed || t->rolling_back) /* its pages may be free now */
-		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
+	if (t->freed || t->rolling_back) /* its pages may be free now (alloc.c A3) */
+		alloc_reset(tm->am);
 	log_active(tm->lg, -1);
 	if (!tm->closing)
 		lock_release_all(t->locks); /* strict 2PL: everything at the end */
 	pthread_mutex_lock(&tm->mu);
+	TP_CHECK(tm->n > 0 && !(t->seq & 1)); /* T6: no append under way */
 	*t->pprev = t->next;
 	if (t->next)
 		t->next->pprev = t->pprev;
 	tm->n--;
-	uint64_t *freed = t->freed; /* (txn_page_held reads it in the table: T5) */
+	TP_CHECK(table_ok(tm));
+	alloc_freed *freed = t->freed;
 	t->freed = NULL;
 	int keep = !tm->closing && tm->nspare < TXN_SPARES; /* T12 */
 	if (keep) {
@@ -303,7 +234,7 @@ static void txn_free(txn *t)
 		tm->nspare++;
 	}
 	pthread_mutex_unlock(&tm->mu);
-	free(freed);
+	alloc_release(tm->am, &freed); /* alloc.c A1: its pages are free */
 	if (!keep)
 		txn_destroy(t);
 }
@@ -315,21 +246,16 @@ void txn_mgr_close(txn_mgr *tm)
 	tm->closing = 1;
 	while (tm->head)
 		txn_free(tm->head);
+	TP_CHECK(tm->n == 0);
 	while (tm->spare) {
 		txn *t = tm->spare;
 		tm->spare = t->next;
 		txn_destroy(t);
 	}
-	if (!log_panicked(tm->lg))
-		(void)ordered_barrier(tm); /* for the log's last flush */
-	log_set_barrier(tm->lg, NULL, NULL);
+	ord_close(tm->od); /* a last barrier, for the log's last flush */
+	alloc_close(tm->am);
 	lock_mgr_close(tm->lm);
 	pthread_mutex_destroy(&tm->mu);
-	pthread_mutex_destroy(&tm->ord_mu);
-	pthread_cond_destroy(&tm->ord_cv);
-	free(tm->ord);
-	free(tm->limbo[0].set);
-	free(tm->limbo[1].set);
 	free(tm);
 }
 
@@ -381,6 +307,7 @@ static int txn_new(txn_mgr *tm, uint64_t id, txn **out)
 	t->pprev = &tm->head;
 	tm->head = t;
 	tm->n++;
+	TP_CHECK(table_ok(tm));
 	pthread_mutex_unlock(&tm->mu);
 	if (reused) /* (it holds nothing: no other thread looks at its id) */
 		lock_owner_renew(t->locks, t->id);
@@ -416,6 +343,7 @@ static void seq_close(txn *t) { __atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_R
 /* Records that r (just appended) belongs to t (in an odd span; T4, T6). */
 static void note(txn *t, const log_rec *r)
 {
+	TP_CHECK((t->seq & 1) && r->lsn > t->last_lsn); /* T6; the back-chain descends (L1) */
 	if (!t->first_lsn)
 		__atomic_store_n(&t->first_lsn, r->lsn, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->last_lsn, r->lsn, __ATOMIC_RELEASE);
@@ -498,6 +426,9 @@ static int apply(txn *t, buf_page *pg, log_rec *r, int image)
 		return rc;
 	if ((op->flags & OPF_FULLPAGE) || fpi) /* B12 */
 		buf_set_logged(bp, pg, 1);
+	/* W1: the page holds no record at or after this one (a page LSN only
+	 * grows, so redo, W4, would apply this record to it) */
+	TP_CHECK(buf_page_lsn(pg) < r->lsn || (op->flags & OPF_FULLPAGE));
 	if ((rc = op->redo(buf_data(pg), psize, r)) != 0) {
 		/* logged but not applicable: the caller broke the operation's
 		 * contract; recovery would fail the same way */
@@ -838,7 +769,7 @@ static int commit(txn *t, int mode, const void *keep, size_t kplen, void (*held)
 		(void)rc2;
 		return rc;
 	}
-	if (t->nfreed && (rc = limbo_add(t, r.lsn)) != 0) /* T9 */
+	if (t->freed && (rc = alloc_committed(tm->am, t->freed, r.lsn)) != 0) /* alloc.c A2 */
 		util_err(rc, "commit of transaction %" PRIu64 ": out of memory", t->id);
 	io_point("txn.commit.logged");
 	/* T7: early lock release -- the commit record is in the log buffer, so
@@ -851,11 +782,11 @@ static int commit(txn *t, int mode, const void *keep, size_t kplen, void (*held)
 	if (mode == TXN_SYNC && (rc = log_commit_flush(tm->lg, r.lsn)) != 0)
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be made durable (%s); "
 			     "its outcome is decided by recovery at the next open",
-			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
+			 t->id, util_strerror(rc));
 	else if (mode == TXN_WRITE && (rc = log_write(tm->lg, r.lsn)) != 0) /* T13 */
 		util_err(rc, "commit of transaction %" PRIu64 ": the log could not be written (%s); "
 			     "its outcome is decided by recovery at the next open",
-			 t->id, rc > 0 ? strerror(rc) : tp_strerror(rc));
+			 t->id, util_strerror(rc));
 	else
 		io_point("txn.commit.durable");
 	if (held) {
@@ -875,144 +806,11 @@ int txn_commit_held(txn *t, const void *keep, size_t kplen, void (*held)(void *)
 	return commit(t, TXN_SYNC, keep, kplen, held, arg);
 }
 
-static size_t freed_slot(const uint64_t *set, size_t cap, uint64_t key)
-{
-	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull) & (cap - 1);
-	while (set[i] && set[i] != key)
-		i = (i + 1) & (cap - 1);
-	return i;
-}
-
-/* Makes the page set *set (open addressing, cap a power of two) big
- * enough for n entries at most half full, rehashing what it holds. */
-static int pgset_room(uint64_t **set, size_t *cap, size_t n)
-{
-	if (2 * n <= *cap)
-		return 0;
-	size_t nc = *cap ? *cap : 16;
-	while (2 * n > nc)
-		nc *= 2;
-	uint64_t *ns = calloc(nc, sizeof *ns);
-	if (!ns)
-		return ENOMEM;
-	for (size_t i = 0; i < *cap; i++)
-		if ((*set)[i])
-			ns[freed_slot(ns, nc, (*set)[i])] = (*set)[i];
-	free(*set);
-	*set = ns;
-	*cap = nc;
-	return 0;
-}
-
-/* Puts the pages committed t freed into the young limbo (T9). */
-static int limbo_add(txn *t, uint64_t lsn)
-{
-	txn_mgr *tm = t->tm;
-	struct limbo *l = &tm->limbo[1];
-	pthread_mutex_lock(&tm->mu);
-	if (pgset_room(&l->set, &l->cap, l->n + t->nfreed) != 0) {
-		pthread_mutex_unlock(&tm->mu);
-		return ENOMEM;
-	}
-	for (size_t i = 0; i < t->cfreed; i++) {
-		if (!t->freed[i])
-			continue;
-		size_t j = freed_slot(l->set, l->cap, t->freed[i]);
-		if (!l->set[j]) {
-			l->set[j] = t->freed[i];
-			l->n++;
-		}
-	}
-	if (lsn > l->lsn)
-		l->lsn = lsn;
-	pthread_mutex_unlock(&tm->mu);
-	return 0;
-}
-
-/* Drops the old limbo once the log is durable past it, and ages the young
- * one (tm->mu held).  1 if a limbo still holds pages. */
-static int limbo_age(txn_mgr *tm)
-{
-	struct limbo *old = &tm->limbo[0], *young = &tm->limbo[1];
-	if (!old->n && !young->n)
-		return 0;
-	uint64_t durable = log_durable(tm->lg);
-	if (old->n && durable > old->lsn) {
-		memset(old->set, 0, old->cap * sizeof *old->set);
-		old->n = 0;
-		__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED); /* its pages are free now */
-	}
-	if (!old->n && young->n) {
-		struct limbo tmp = *old;
-		*old = *young;
-		*young = tmp;
-		young->lsn = 0;
-		if (durable > old->lsn) {
-			memset(old->set, 0, old->cap * sizeof *old->set);
-			old->n = 0;
-			__atomic_store_n(&tm->alloc_hint, 0, __ATOMIC_RELAXED);
-		}
-	}
-	return old->n || young->n;
-}
-
-int txn_note_free(txn *t, uint64_t pgno)
-{
-	pthread_mutex_lock(&t->tm->mu);
-	if (pgset_room(&t->freed, &t->cfreed, t->nfreed + 1) != 0) {
-		pthread_mutex_unlock(&t->tm->mu);
-		return ENOMEM;
-	}
-	size_t i = freed_slot(t->freed, t->cfreed, pgno + 1);
-	if (!t->freed[i]) {
-		t->freed[i] = pgno + 1;
-		t->nfreed++;
-	}
-	pthread_mutex_unlock(&t->tm->mu);
-	return 0;
-}
-
-int txn_limbo_flush(txn_mgr *tm, int *flushed)
-{
-	uint64_t lsn = 0;
-	pthread_mutex_lock(&tm->mu);
-	for (int g = 0; g < 2; g++)
-		if (tm->limbo[g].n && tm->limbo[g].lsn > lsn)
-			lsn = tm->limbo[g].lsn;
-	pthread_mutex_unlock(&tm->mu);
-	*flushed = lsn != 0;
-	/* T9: once durable past lsn, limbo_age (txn_page_held) frees both */
-	return lsn ? log_flush(tm->lg, lsn) : 0;
-}
-
 int txn_rolling_back(const txn *t) { return t->rolling_back; }
 
-uint64_t txn_alloc_hint(txn_mgr *tm) { return __atomic_load_n(&tm->alloc_hint, __ATOMIC_RELAXED); }
-
-void txn_alloc_full(txn_mgr *tm, uint64_t group)
-{
-	uint64_t want = group;
-	/* only from the group the hint names: a reset to 0 meanwhile wins */
-	__atomic_compare_exchange_n(&tm->alloc_hint, &want, group + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-
-uint64_t txn_alloc_rover(txn_mgr *tm) { return __atomic_load_n(&tm->alloc_rover, __ATOMIC_RELAXED); }
-void txn_alloc_set_rover(txn_mgr *tm, uint64_t pgno) { __atomic_store_n(&tm->alloc_rover, pgno, __ATOMIC_RELAXED); }
-
-int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered)
-{
-	int held = 0;
-	pthread_mutex_lock(&tm->mu);
-	if (ordered && limbo_age(tm))
-		for (int g = 0; g < 2 && !held; g++)
-			if (tm->limbo[g].n && tm->limbo[g].set[freed_slot(tm->limbo[g].set, tm->limbo[g].cap, pgno + 1)])
-				held = 1;
-	for (txn *t = tm->head; t && !held; t = t->next)
-		if (t->nfreed && t->freed[freed_slot(t->freed, t->cfreed, pgno + 1)])
-			held = 1;
-	pthread_mutex_unlock(&tm->mu);
-	return held;
-}
+alloc_freed **txn_freed(txn *t) { return &t->freed; }
+alloc_mgr *txn_mgr_alloc(const txn_mgr *tm) { return tm->am; }
+ord *txn_mgr_ord(const txn_mgr *tm) { return tm->od; }
 
 int txn_adopt(txn_mgr *tm, uint64_t txid, uint64_t first_lsn, uint64_t last_lsn, uint64_t undo_next, txn **out)
 {

@@ -9,8 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc.h"
 #include "buf.h"
 #include "log.h"
+#include "ord.h"
 
 typedef struct txn_mgr txn_mgr;
 typedef struct txn txn;
@@ -95,31 +97,17 @@ int txn_apply_unlogged(txn_mgr *tm, buf_page *pg, uint16_t op, const void *args,
 uint64_t txn_nta_begin(txn *t);
 int txn_nta_end(txn *t, uint64_t saved);
 
-/* Ordered data (op.h): registers page pgno, just written without logging
- * its bytes (its LSN lsn), to be written and synced before the log is next
- * written (T8) -- unless it was logged since (freed and reused). */
-int txn_note_ordered(txn_mgr *tm, uint64_t pgno, uint64_t lsn);
-/* Pages freed by transactions still open are not reallocated (T5), nor as
- * ordered data those freed by commits not yet durable (T9). */
-int txn_note_free(txn *t, uint64_t pgno);
-int txn_page_held(txn_mgr *tm, uint64_t pgno, int ordered);
-/* T9 on a full disk: makes the commits whose freed pages wait in the limbo
- * durable (log_flush), so that ordered data can take those pages at once;
- * *flushed says whether any waited (then a new search finds them). */
-int txn_limbo_flush(txn_mgr *tm, int *flushed);
 /* Whether t is rolling back (its allocations may take the pages kept for
  * rollbacks: buf.h, B14). */
 int txn_rolling_back(const txn *t);
-/* The allocation hint: groups of pages below it had no free page when last
- * searched.  txn_alloc_full moves it past a group found full; it goes back
- * to 0 whenever pages may have become free (a transaction that freed pages
- * or rolled back ended). */
-uint64_t txn_alloc_hint(txn_mgr *tm);
-void txn_alloc_full(txn_mgr *tm, uint64_t group);
-/* Where the next search within a group starts: the page after the last
- * one allocated. */
-uint64_t txn_alloc_rover(txn_mgr *tm);
-void txn_alloc_set_rover(txn_mgr *tm, uint64_t pgno);
+/* The page allocator's record of the pages t freed (alloc.h): the
+ * allocator fills it (alloc_note_free); t hands it to the allocator when it
+ * commits (alloc_committed) and ends (alloc_release). */
+alloc_freed **txn_freed(txn *t);
+/* The allocator's state and the ordered-data module that go with tm (both
+ * made by txn_mgr_open, freed by txn_mgr_close). */
+alloc_mgr *txn_mgr_alloc(const txn_mgr *tm);
+ord *txn_mgr_ord(const txn_mgr *tm);
 
 /* Recovery and checkpoints */
 /* Re-creates a loser found by analysis, ready for txn_abort. */

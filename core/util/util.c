@@ -18,8 +18,11 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "tp.h" /* the engine's error codes (their values only) */
 
 #define CRC_POLY 0x82f63b78u
 #define CRC_L 1360 /* bytes per stream: 3 * CRC_L fits a 4 KiB page's 4092 */
@@ -188,4 +191,27 @@ struct timespec util_deadline_ns(uint64_t ns)
 		t.tv_nsec -= 1000000000L;
 	}
 	return t;
+}
+
+const char *util_strerror(int rc)
+{
+	switch (rc) {
+	case 0: return "success";
+	case TP_ENOTFOUND: return "not found";
+	case TP_EDEADLOCK: return "deadlock victim";
+	case TP_ECORRUPT: return "store corrupt";
+	case TP_EPANIC: return "store needs recovery after a write failure";
+	case TP_EVERSION: return "store format too new";
+	case TP_EBADSTORE: return "not a tpfs store";
+	case TP_EINVAL: return "invalid argument";
+	case TP_EROLLBACK: return "transaction must be aborted";
+	case TP_ETIMEOUT: return "lock wait timed out";
+	default: return rc > 0 ? strerror(rc) : "unknown engine error";
+	}
+}
+
+void util_check_failed(const char *what, const char *file, int line)
+{
+	fprintf(stderr, "tpfs: %s:%d: engine check failed: %s\n", file, line, what);
+	abort();
 }

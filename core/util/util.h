@@ -20,6 +20,22 @@ uint32_t util_crc32c(uint32_t crc, const void *buf, size_t len);
 int util_err(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *util_errmsg(void);
 void util_err_clear(void);
+/* What an error code means: strerror for a positive errno, a short text
+ * for the engine's own codes (TP_E*, defined in tp.h, the public
+ * interface); tp_strerror is this function. */
+const char *util_strerror(int rc);
+
+/* Debug checks (core/DESIGN.md, "Checks"): TP_CHECK(cond) stops the
+ * process with the file, line and condition when cond is false, in builds
+ * with -Ddebug_checks=true (TP_DEBUG_CHECKS: every test build).  Elsewhere
+ * cond is not evaluated (sizeof only names it, so its variables count as
+ * used).  Conditions are cheap and have no side effects. */
+#ifdef TP_DEBUG_CHECKS
+#define TP_CHECK(cond) ((cond) ? (void)0 : util_check_failed(#cond, __FILE__, __LINE__))
+#else
+#define TP_CHECK(cond) ((void)sizeof(cond))
+#endif
+_Noreturn void util_check_failed(const char *what, const char *file, int line);
 
 /* Monotonic clock; condition variables that wait on it, and the point
  * ns from now to wait until (pthread_cond_timedwait). */

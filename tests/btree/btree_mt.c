@@ -57,6 +57,7 @@
  */
 #include "bt_model.h"
 #include "tp.h"
+#include "tp_test.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -56,6 +56,7 @@
  */
 #include "io_sim.h"
 #include "tp.h"
+#include "tp_test.h"
 
 #include <errno.h>
 #include <ftw.h>

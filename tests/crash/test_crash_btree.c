@@ -71,6 +71,7 @@
 #include "crash_harness.h"
 #include "io_sim.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "workload.h"
 
 #define NTREES 3

@@ -65,6 +65,7 @@
 
 #include "crash_harness.h"
 #include "io_sim.h"
+#include "tp_test.h"
 #include "workload.h"
 
 #define SETUP_PAGES 20

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "io_sim.h"
+#include "tp_test.h"
 #include "util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -660,7 +661,7 @@ static int live_touched(run *x, const otx *o, const wl_model *m, const char *whe
 	return 0;
 }
 
-/* Pages the open transactions freed (T5: not reallocated until they end). */
+/* Pages the open transactions freed (alloc.c A1: not reallocated until they end). */
 static int held(const run *x, uint64_t p)
 {
 	for (size_t i = 0; i < x->reg.nfreed; i++)

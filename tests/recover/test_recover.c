@@ -33,6 +33,7 @@
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 
 #define NSNAP 48   /* pages compared */
 #define NBASE 14   /* pages allocated by the base state */
@@ -208,7 +209,7 @@ static void run_op(tp_env *env, tp_txn *t, const rparam *p)
 		pg = pick_page(env, &s);
 		cr_assert_eq(tp_page_free(t, pg), 0, "%s", tp_errmsg());
 		cr_assert_eq(tp_page_alloc(t, 3, &q), 0, "%s", tp_errmsg());
-		cr_assert_neq(q, pg, "T5: the page just freed is not reallocated");
+		cr_assert_neq(q, pg, "alloc.c A1: the page just freed is not reallocated");
 		set_small(env, t, &s, q);
 		break;
 	case ROP_MULTI:

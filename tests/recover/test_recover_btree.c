@@ -53,6 +53,7 @@
 #include "io_sim.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "tp_int.h"
 #include "workload.h"
 

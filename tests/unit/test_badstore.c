@@ -20,6 +20,7 @@
 
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "util.h"
 
 #define SEG 65536u

@@ -54,6 +54,7 @@
 #include "io.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "tp_int.h"
 #include "workload.h"
 

@@ -2,7 +2,7 @@
  * test_op -- the operation registry (ops.def), the redo functions of the
  * page operations applied to page images directly, the record printer,
  * the allocation map geometry, and the page operations through a
- * transaction: alloc/free/allocated, T5 (a page freed by an open
+ * transaction: alloc/free/allocated, alloc.c A1 (a page freed by an open
  * transaction is not reallocated), undo of alloc and free, and every bad
  * argument refused with TP_EINVAL before anything is logged or changed.
  */
@@ -21,6 +21,7 @@
 #include "op.h"
 #include "store_util.h"
 #include "tp.h"
+#include "tp_test.h"
 #include "txn.h"
 #include "util.h"
 
@@ -332,15 +333,15 @@ Test(pages, freed_page_is_held_until_the_freeing_transaction_ends)
 	txn *t1 = begin();
 	cr_assert_eq(op_page_free(t1, p[1]), 0);
 	cr_assert_not(allocated(p[1]), "free clears the bit at once");
-	cr_assert(txn_page_held(E.tm, p[1], 0));
+	cr_assert(alloc_held(txn_mgr_alloc(E.tm), p[1], 0));
 	txn *t2 = begin();
 	cr_assert_eq(op_page_alloc(t2, 1, &q), 0);
-	cr_assert_neq(q, p[1], "T5: not reallocated while the freeing transaction may still roll back");
+	cr_assert_neq(q, p[1], "A1: not reallocated while the freeing transaction may still roll back");
 	cr_assert_eq(op_page_alloc(t1, 1, &q), 0);
 	cr_assert_neq(q, p[1], "not even by the freeing transaction itself");
 	cr_assert_eq(txn_commit(t2, 0), 0);
 	cr_assert_eq(txn_commit(t1, 0), 0);
-	cr_assert_not(txn_page_held(E.tm, p[1], 0));
+	cr_assert_not(alloc_held(txn_mgr_alloc(E.tm), p[1], 0));
 	t = begin();
 	cr_assert_eq(op_page_alloc(t, 1, &q), 0);
 	cr_assert_eq(q, p[1], "after the commit the page is free for anyone");
@@ -376,12 +377,12 @@ Test(pages, abort_of_alloc_frees_and_of_free_reallocates)
 	cr_assert(allocated(p), "the undo of a free allocates the page again");
 	page_image(p, after);
 	cr_assert_arr_eq(after + BUF_HDR, before + BUF_HDR, BODY, "its contents are intact");
-	cr_assert_not(txn_page_held(E.tm, p, 0));
+	cr_assert_not(alloc_held(txn_mgr_alloc(E.tm), p, 0));
 	cr_assert_eq(buf_pinned(E.bp), 0);
 }
 
 /* An ordered page: allocated with a logged bitmap change, its bytes never
- * logged, written to the page file by the log's barrier (T8). */
+ * logged, written to the page file by the log's barrier (ord.c N1). */
 static uint64_t ordered_page(txn *t, unsigned char fill)
 {
 	uint64_t p;
@@ -509,14 +510,14 @@ Test(pages, ordered_reuse_waits_for_the_freeing_commit_to_be_durable)
 	t = begin();
 	cr_assert_eq(op_page_free(t, p), 0);
 	cr_assert_eq(txn_commit(t, 1 /* lazily */), 0);
-	cr_assert(txn_page_held(E.tm, p, 1), "T9: not an ordered page again before the free is durable");
-	cr_assert_not(txn_page_held(E.tm, p, 0), "a logged reuse is fine");
+	cr_assert(alloc_held(txn_mgr_alloc(E.tm), p, 1), "A2: not an ordered page again before the free is durable");
+	cr_assert_not(alloc_held(txn_mgr_alloc(E.tm), p, 0), "a logged reuse is fine");
 	t = begin();
 	for (int i = 0; i < 4; i++)
-		cr_assert_neq(ordered_page(t, 2), p, "T9: reused before the freeing commit was durable");
+		cr_assert_neq(ordered_page(t, 2), p, "A2: reused before the freeing commit was durable");
 	cr_assert_eq(txn_abort(t), 0);
 	cr_assert_eq(log_flush(E.lg, log_end(E.lg) - 1), 0);
-	cr_assert_not(txn_page_held(E.tm, p, 1), "once durable, the page is free for ordered data too");
+	cr_assert_not(alloc_held(txn_mgr_alloc(E.tm), p, 1), "once durable, the page is free for ordered data too");
 }
 
 /* O1: a power cut keeps an ordered page (the barrier synced the page file)
@@ -801,7 +802,7 @@ Test(pages, ordered_allocation_is_next_fit_and_wraps)
 	}
 	cr_assert_eq(op_page_free(t, 10), 0);
 	cr_assert_eq(op_page_free(t, g - 100), 0);
-	cr_assert_eq(txn_commit(t, 0), 0); /* durable: the pages may be reused (T9) */
+	cr_assert_eq(txn_commit(t, 0), 0); /* durable: the pages may be reused (A2) */
 	uint64_t want[2] = {10, g - 100};
 	cr_assert_eq(txn_begin(e.tm, &t), 0);
 	for (int k = 0; k < 2; k++) {

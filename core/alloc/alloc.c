@@ -1,0 +1,254 @@
+/*
+ * alloc -- the page allocator's state (alloc.h).
+ *
+ * Design
+ *   Free pages are bits in bitmap pages (op_page.c).  A clear bit is not
+ *   always a page that can be taken: a page freed by a transaction that
+ *   may still roll back, or (for ordered data) by a commit a crash may
+ *   still lose, must wait.  This module keeps those pages in sets of
+ *   pgno + 1 (open addressing, 0: an empty slot), one per open transaction
+ *   that freed pages and two generations of committed ones (the limbo),
+ *   and the two starting points of a search.
+ *
+ * Invariants
+ *   A1  A page freed by an open transaction is not reallocated until that
+ *       transaction ends.
+ *       Its rollback would mark the page allocated again, under a new
+ *       owner.  The losers recovery rolls back get their sets from the log
+ *       before any is rolled back (rec.c R7).
+ *   A2  A page freed by a committed transaction is not reallocated as an
+ *       ordered page until that commit is durable (the limbo).
+ *       An ordered page is rewritten unlogged (ord.c N1), and a crash that
+ *       lost the commit would give the page back to its old owner with
+ *       someone else's bytes.  (A logged reuse is safe: its records follow
+ *       the free's.)
+ *   A3  The hint only grows past a group found full, and goes back to 0
+ *       whenever pages may have become free.
+ *       So a search that starts at the hint never skips a free page for
+ *       long: at worst it searches full groups again.
+ *
+ * Lock order: am->mu is a leaf (only log_durable is called under it).
+ */
+#include "alloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct alloc_freed {
+	uint64_t *set;       /* A1: under am->mu; pgno + 1 (0: empty slot) */
+	size_t n, cap;       /* cap: a power of two, at least twice n */
+	alloc_freed *next, **pprev; /* am->open, under am->mu */
+};
+
+struct alloc_mgr {
+	log_mgr *lg;
+	pthread_mutex_t mu;  /* the sets below */
+	uint64_t hint;       /* atomic: A3, alloc_hint */
+	uint64_t rover;      /* atomic: alloc_rover */
+	alloc_freed *open;   /* A1: sets of open transactions */
+	/* A2: two generations of pages freed by commits, each a set of pgno + 1
+	 * with the LSN of its last commit; old is dropped once the log is
+	 * durable past its LSN, then the young one ages */
+	struct limbo {
+		uint64_t *set;
+		size_t n, cap;
+		uint64_t lsn;
+	} limbo[2];
+};
+
+int alloc_open(log_mgr *lg, alloc_mgr **out)
+{
+	alloc_mgr *am = calloc(1, sizeof *am);
+	if (!am)
+		return ENOMEM;
+	am->lg = lg;
+	pthread_mutex_init(&am->mu, NULL);
+	*out = am;
+	return 0;
+}
+
+void alloc_close(alloc_mgr *am)
+{
+	if (!am)
+		return;
+	while (am->open) {
+		alloc_freed *f = am->open;
+		alloc_release(am, &f);
+	}
+	pthread_mutex_destroy(&am->mu);
+	free(am->limbo[0].set);
+	free(am->limbo[1].set);
+	free(am);
+}
+
+uint64_t alloc_hint(alloc_mgr *am) { return __atomic_load_n(&am->hint, __ATOMIC_RELAXED); }
+
+void alloc_full(alloc_mgr *am, uint64_t group)
+{
+	uint64_t want = group;
+	/* only from the group the hint names: a reset to 0 meanwhile wins */
+	__atomic_compare_exchange_n(&am->hint, &want, group + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+void alloc_reset(alloc_mgr *am) { __atomic_store_n(&am->hint, 0, __ATOMIC_RELAXED); }
+
+uint64_t alloc_rover(alloc_mgr *am) { return __atomic_load_n(&am->rover, __ATOMIC_RELAXED); }
+void alloc_set_rover(alloc_mgr *am, uint64_t pgno) { __atomic_store_n(&am->rover, pgno, __ATOMIC_RELAXED); }
+
+static size_t slot(const uint64_t *set, size_t cap, uint64_t key)
+{
+	size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull) & (cap - 1);
+	while (set[i] && set[i] != key)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+/* Makes the page set *set (open addressing, cap a power of two) big
+ * enough for n entries at most half full, rehashing what it holds. */
+static int pgset_room(uint64_t **set, size_t *cap, size_t n)
+{
+	if (2 * n <= *cap)
+		return 0;
+	size_t nc = *cap ? *cap : 16;
+	while (2 * n > nc)
+		nc *= 2;
+	uint64_t *ns = calloc(nc, sizeof *ns);
+	if (!ns)
+		return ENOMEM;
+	for (size_t i = 0; i < *cap; i++)
+		if ((*set)[i])
+			ns[slot(ns, nc, (*set)[i])] = (*set)[i];
+	free(*set);
+	*set = ns;
+	*cap = nc;
+	return 0;
+}
+
+int alloc_note_free(alloc_mgr *am, alloc_freed **fp, uint64_t pgno)
+{
+	pthread_mutex_lock(&am->mu);
+	alloc_freed *f = *fp;
+	if (!f) {
+		if (!(f = calloc(1, sizeof *f))) {
+			pthread_mutex_unlock(&am->mu);
+			return ENOMEM;
+		}
+		f->next = am->open;
+		if (f->next)
+			f->next->pprev = &f->next;
+		f->pprev = &am->open;
+		am->open = f;
+		*fp = f;
+	}
+	if (pgset_room(&f->set, &f->cap, f->n + 1) != 0) {
+		pthread_mutex_unlock(&am->mu);
+		return ENOMEM;
+	}
+	size_t i = slot(f->set, f->cap, pgno + 1);
+	if (!f->set[i]) {
+		f->set[i] = pgno + 1;
+		f->n++;
+	}
+	pthread_mutex_unlock(&am->mu);
+	return 0;
+}
+
+/* Puts the pages of f into the young limbo (A2). */
+int alloc_committed(alloc_mgr *am, const alloc_freed *f, uint64_t lsn)
+{
+	if (!f || !f->n)
+		return 0;
+	struct limbo *l = &am->limbo[1];
+	pthread_mutex_lock(&am->mu);
+	if (pgset_room(&l->set, &l->cap, l->n + f->n) != 0) {
+		pthread_mutex_unlock(&am->mu);
+		return ENOMEM;
+	}
+	for (size_t i = 0; i < f->cap; i++) {
+		if (!f->set[i])
+			continue;
+		size_t j = slot(l->set, l->cap, f->set[i]);
+		if (!l->set[j]) {
+			l->set[j] = f->set[i];
+			l->n++;
+		}
+	}
+	if (lsn > l->lsn)
+		l->lsn = lsn;
+	pthread_mutex_unlock(&am->mu);
+	return 0;
+}
+
+void alloc_release(alloc_mgr *am, alloc_freed **fp)
+{
+	alloc_freed *f = *fp;
+	if (!f)
+		return;
+	*fp = NULL;
+	pthread_mutex_lock(&am->mu);
+	*f->pprev = f->next;
+	if (f->next)
+		f->next->pprev = f->pprev;
+	pthread_mutex_unlock(&am->mu);
+	free(f->set);
+	free(f);
+}
+
+/* Drops the old limbo once the log is durable past it, and ages the young
+ * one (am->mu held).  1 if a limbo still holds pages. */
+static int limbo_age(alloc_mgr *am)
+{
+	struct limbo *old = &am->limbo[0], *young = &am->limbo[1];
+	if (!old->n && !young->n)
+		return 0;
+	uint64_t durable = log_durable(am->lg);
+	if (old->n && durable > old->lsn) {
+		memset(old->set, 0, old->cap * sizeof *old->set);
+		old->n = 0;
+		alloc_reset(am); /* A3: its pages are free now */
+	}
+	if (!old->n && young->n) {
+		struct limbo tmp = *old;
+		*old = *young;
+		*young = tmp;
+		young->lsn = 0;
+		if (durable > old->lsn) {
+			memset(old->set, 0, old->cap * sizeof *old->set);
+			old->n = 0;
+			alloc_reset(am);
+		}
+	}
+	return old->n || young->n;
+}
+
+int alloc_held(alloc_mgr *am, uint64_t pgno, int ordered)
+{
+	int held = 0;
+	pthread_mutex_lock(&am->mu);
+	if (ordered && limbo_age(am))
+		for (int g = 0; g < 2 && !held; g++)
+			if (am->limbo[g].n && am->limbo[g].set[slot(am->limbo[g].set, am->limbo[g].cap, pgno + 1)])
+				held = 1;
+	for (alloc_freed *f = am->open; f && !held; f = f->next)
+		if (f->n && f->set[slot(f->set, f->cap, pgno + 1)])
+			held = 1;
+	pthread_mutex_unlock(&am->mu);
+	return held;
+}
+
+int alloc_limbo_flush(alloc_mgr *am, int *flushed)
+{
+	uint64_t lsn = 0;
+	pthread_mutex_lock(&am->mu);
+	for (int g = 0; g < 2; g++)
+		if (am->limbo[g].n && am->limbo[g].lsn > lsn)
+			lsn = am->limbo[g].lsn;
+	pthread_mutex_unlock(&am->mu);
+	*flushed = lsn != 0;
+	/* A2: once durable past lsn, limbo_age (alloc_held) frees both */
+	return lsn ? log_flush(am->lg, lsn) : 0;
+}
