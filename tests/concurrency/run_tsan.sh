@@ -77,7 +77,7 @@ configure() {
     fi
 }
 echo "== configure and build $dir/ (ThreadSanitizer)"
-if ! configure || ! ninja -C "$dir" tests/concurrency/tpcb_mt fsd/tpfsd; then
+if ! configure || ! ninja -C "$dir" tests/concurrency/tpcb_mt fsd/fuse/tpfsd; then
     fail=$((fail + 1))
     failures+=("build of $dir/ tpcb_mt and tpfsd (is the TSan runtime, libtsan2, installed?)")
     summary
@@ -163,7 +163,7 @@ for t in "${daemon_suites[@]}"; do
     tsan_dir=$(realpath "$dir") plain_dir=$(realpath "$plain")
     # shellcheck disable=SC2086 # targs: the test's arguments, a list of words
     TSAN_OPTIONS="halt_on_error=0 detect_deadlocks=0 report_thread_leaks=0 log_path=$reports/tsan" \
-        TPFSD="$tsan_dir/fsd/tpfsd" TPFS_DAEMON_SANITIZED=1 TPFS_BIN="$plain_dir/tools/tpfs" TX_BIN="$plain_dir/tools" \
+        TPFSD="$tsan_dir/fsd/fuse/tpfsd" TPFS_DAEMON_SANITIZED=1 TPFS_BIN="$plain_dir/tools/tpfs" TX_BIN="$plain_dir/tools" \
         TPFS_SRC="$PWD" TPFS_SLOWLOG_SHIM="$plain_dir/tests/tx/libtpfs_slowlog.so" \
         timeout 900 setarch "$(uname -m)" -R "$exe" $targs >"$log" 2>&1
     rc=$?

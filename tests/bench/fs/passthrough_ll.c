@@ -10,7 +10,7 @@
  *     reads, O_TRUNC inside open, cached symlink targets, parallel
  *     directory operations; no writeback cache, no AUTO_INVAL_DATA;
  *     HANDLE_KILLPRIV_V2 asked for in the INIT reply with tpfsd's own code
- *     (fsd/fsd_io.c), so the kernel asks getxattr("security.capability")
+ *     (fsd/fuse/fsd_io.c), so the kernel asks getxattr("security.capability")
  *     once per inode, not before each write (clearing set-id bits, which
  *     that leaves to the file system, is not done: the benchmark's files
  *     have none);
@@ -64,7 +64,7 @@
 #define IO_SIZE (1u << 20) /* as tpfsd's FSD_IO_SIZE */
 #define STATS_XATTR "passthrough.stats"
 
-/* Request kinds, named as tpfsd names them (fsd/fsd_ops.h).  "requests"
+/* Request kinds, named as tpfsd names them (fsd/fuse/fsd_ops.h).  "requests"
  * counts every request (forgets too, which have no reply); "lookup-negative"
  * counts the lookups of missing names among the lookups. */
 #define PT_OPS(X)                                                                                                      \
@@ -219,7 +219,7 @@ static void reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int
 		unref(ino_of(e.ino), 1);
 }
 
-/* What tpfsd asks of the kernel (fsd/fsd_ops.c, fsd_init), and splice. */
+/* What tpfsd asks of the kernel (fsd/fuse/fsd_ops.c, fsd_init), and splice. */
 static void pt_init(void *ud, struct fuse_conn_info *c)
 {
 	(void)ud;
@@ -655,7 +655,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.getxattr = pt_getxattr,
 };
 
-/* tpfsd's tune_readahead (fsd/tpfsd.c): the kernel reads ahead at most the
+/* tpfsd's tune_readahead (fsd/fuse/tpfsd.c): the kernel reads ahead at most the
  * mount's read_ahead_kb (128 by default) whatever max_readahead says; raise
  * it to 1 MiB.  The mount is found in mountinfo (a stat of the mount point
  * would wait for the session loop).  Root only; best effort, said on
