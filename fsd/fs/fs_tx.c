@@ -159,8 +159,11 @@ void fs_set_observer(fs *f, const fs_observer *o)
 	}
 	f->obs = o ? *o : (fs_observer){0};
 	if (f->obs.changed && !f->irunning) {
-		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS"); /* tests only: tests/tx */
+#ifdef TP_DEBUG_CHECKS
+		/* test hook, in test builds only (../DESIGN.md, "Test hooks") */
+		const char *d = getenv("TPFSD_TEST_INVAL_DELAY_MS");
 		f->idelay_ms = d ? (unsigned)strtoul(d, NULL, 10) : 0;
+#endif
 		f->debug_waits = getenv("TPFSD_DEBUG_WAITS") != NULL; /* what a plain call waits for */
 		f->istop = 0;
 		f->irunning = pthread_create(&f->ithr, NULL, inval_thread, f) == 0;
@@ -572,10 +575,12 @@ static void *inval_thread(void *arg)
 			break;
 		f->ijobs = j->next;
 		pthread_mutex_unlock(&f->imu);
-		if (f->idelay_ms) { /* tests: a slow thread (asleep, not in D) */
+#ifdef TP_DEBUG_CHECKS
+		if (f->idelay_ms) { /* test hook: a slow thread (asleep, not in D) */
 			struct timespec d = {f->idelay_ms / 1000, (long)(f->idelay_ms % 1000) * 1000000l};
 			nanosleep(&d, NULL);
 		}
+#endif
 		job_run(f, j);
 		pthread_mutex_lock(&f->imu);
 		j->done = 1;

@@ -575,6 +575,19 @@ static int append_w(void)
 	return ok ? 0 : -1;
 }
 
+/* tpfs stat: commits whose cache invalidations outlasted their locks
+ * (fs_tx.c X6, X9), or -1. */
+static long long inval_late(void)
+{
+	static char st[65536];
+	const char *key = "user transactions: ";
+	if (tfs_stats(&g_m, st, sizeof st) < 0)
+		return -1;
+	const char *l = strstr(st, key);
+	long long n;
+	return l && sscanf(l + strlen(key), "%lld commits invalidated", &n) == 1 ? n : -1;
+}
+
 /* X9 (fs_tx.c, issue 24 gap b): a commit holds the call-level locks of
  * what it changes until the kernel's caches of it are cleared (X6); with
  * the invalidating thread slow (TPFSD_TEST_INVAL_DELAY_MS: 3 s before
@@ -591,6 +604,8 @@ Test(tx_bystanders, commit_clearing_caches_holds_nobody, .timeout = 90)
 	start(NULL);
 	unsetenv("TPFSD_TEST_INVAL_DELAY_MS");
 	cr_assert(sh_in(NULL, "echo old > \"$MNT/w\"") == 0);
+	long long late0 = inval_late();
+	cr_assert(late0 >= 0, "tpfs stat names no count of commits that invalidated after their locks");
 	for (int round = 0; round < 2; round++) {
 		int (*fn)(void) = round ? append_w : read_w;
 		const char *what = round ? "an outside append to w" : "a non-member's read of w";
@@ -627,6 +642,13 @@ Test(tx_bystanders, commit_clearing_caches_holds_nobody, .timeout = 90)
 		if (!round) /* w is new for the next round's member */
 			cr_assert(sh_in(NULL, "echo old > \"$MNT/w\"") == 0);
 	}
+	/* the hook really slowed the thread: else the commits cleared the
+	 * caches at once and the rounds above prove nothing */
+	long long late = inval_late() - late0;
+	cr_assert(late >= 1,
+		  "no commit outlasted its locks with its invalidations (%lld): was tpfsd built without the test "
+		  "hook TPFSD_TEST_INVAL_DELAY_MS (-Ddebug_checks=false)?",
+		  late);
 	cr_expect(read_file("w", buf, sizeof buf) > 0 && !strcmp(buf, "new\nplain\n"),
 		  "w reads \"%s\" after the commit and the outside append, expected \"new\\nplain\\n\"", buf);
 	finish();

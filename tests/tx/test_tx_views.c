@@ -260,7 +260,14 @@ Test(tx, commit_waits_for_a_slow_invalidation_thread, .timeout = 120)
 	cr_assert_eq(n, 4);
 	tsh *s = tsh_open("T", 1);
 	SH_OK(s, "printf 'new\\n' > w"); /* the same size: only dropping pages shows it */
+	double t0 = now_s();
 	tsh_commit(s);
+	double dt = now_s() - t0;
+	/* the hook really slowed the thread: else this proves nothing */
+	cr_assert(dt >= 0.25,
+		  "txcommit took %.3f s, expected at least the invalidating thread's 0.3 s: was tpfsd built without "
+		  "the test hook TPFSD_TEST_INVAL_DELAY_MS (-Ddebug_checks=false)?",
+		  dt);
 	n = pread(fd, buf, sizeof buf - 1, 0);
 	buf[n > 0 ? n : 0] = 0;
 	cr_expect(n == 4 && !strcmp(buf, "new\n"),
