@@ -94,7 +94,7 @@ static int fail(const char *what, const char *store, int rc)
 	return 1;
 }
 
-/* K1: a store in use is neither checked nor recovered; a daemon still
+/* fs_lock.c Q1: a store in use is neither checked nor recovered; a daemon still
  * closing it after an unmount is waited for (fs_lock.h).  The lock's fd,
  * -2 when store is not a directory (the engine says why), or -1. */
 static int lock(const char *store, int shared, const char *who)

@@ -3,21 +3,22 @@
  * and the parsing of its answers.
  *
  * A request is getxattr(MOUNT, "tpfs.tx.VERB", buf, size); the value is
- * the text "ERRNO MESSAGE".  The design, and its rules:
- *   C1  begin, commit and abort change state: they are asked exactly once,
+ * the text "ERRNO MESSAGE".  The design, and its rules (M6-M12; M1-M5 are
+ * tpfs_tx_mount.c's, the same library):
+ *   M6  begin, commit and abort change state: they are asked exactly once,
  *       with a buffer of TPFS_TX_ANSWER_MAX bytes (their answers are
  *       shorter), never probed with size 0 (a daemon of protocol version
  *       1 would run them; version 2 answers a probe with the buffer's size
  *       and does nothing) and never retried (a second commit would not be
  *       the first one's answer).
- *   C2  status changes nothing: on ERANGE it is probed with size 0 for the
+ *   M7  status changes nothing: on ERANGE it is probed with size 0 for the
  *       answer's length and asked again larger, up to the kernel's xattr
  *       limit (XATTR_SIZE_MAX; beyond it the kernel answers E2BIG).
- *   C3  An answer that does not start with 1 to 4 decimal digits followed
+ *   M8  An answer that does not start with 1 to 4 decimal digits followed
  *       by a space or its end is malformed: EPROTO, never a guess.
- *   C4  The library's own messages do not name the mount (the caller
+ *   M9  The library's own messages do not name the mount (the caller
  *       prints it first); they name the request.
- *   C5  A program that opened files on the mount before it began (and
+ *   M10 A program that opened files on the mount before it began (and
  *       keeps them open across transactions) would write through handles
  *       that are outside the transaction (fsd/DESIGN.md: descriptors opened
  *       outside).  So tpfs_tx_begin binding the caller itself reopens them:
@@ -28,7 +29,7 @@
  *       the program may have reopened a file between transactions).  Descriptors
  *       0-2 are left alone: they are usually shared with the shell, whose
  *       offset a reopened copy would no longer move.
- *   C6  A handle a begin put on a descriptor stays the daemon's transaction
+ *   M11 A handle a begin put on a descriptor stays the daemon's transaction
  *       kind (direct I/O, opened by a member) for good: later transactions
  *       of the process take it as theirs.  So the begin keeps a hidden
  *       duplicate of it (close-on-exec, from descriptor KEEP_FD_MIN up),
@@ -38,7 +39,7 @@
  *       transaction.  A descriptor closed or given another handle since is
  *       reopened as before; a duplicate whose descriptor no longer holds
  *       its handle is closed at the next begin.
- *   C7  status --all is asked for in pages (protocol version 2): each
+ *   M12 status --all is asked for in pages (protocol version 2): each
  *       page says where the next begins, and the pages' texts one after
  *       the other are the report, so a list of any length is read in
  *       answers the kernel lets an xattr be.  A daemon of version 1 takes
@@ -67,11 +68,11 @@
 #include "tpfs_tx_int.h"
 #include "tpfs_tx_proto.h"
 
-#define STATUS_TRIES 8 /* C2: the list may grow between probe and ask */
+#define STATUS_TRIES 8 /* M7: the list may grow between probe and ask */
 
 /* ---- answers ---- */
 
-/* C3: splits answer into its errno and its text; 0 or EPROTO. */
+/* M8: splits answer into its errno and its text; 0 or EPROTO. */
 static int split(const char *a, size_t len, int *err, const char **text, size_t *tlen)
 {
 	size_t i = 0;
@@ -143,7 +144,7 @@ int tpfs_tx_answer_id(const char *text, uint64_t *id)
 
 /* ---- the channel ---- */
 
-/* C4: why getxattr(name) failed with e. */
+/* M9: why getxattr(name) failed with e. */
 static void say_channel(const char *name, int e, size_t size, char *msg, size_t msgsize)
 {
 	/* a begin has nothing to lose; the other requests are about a
@@ -174,7 +175,7 @@ static void say_channel(const char *name, int e, size_t size, char *msg, size_t 
 	}
 }
 
-/* C1: asks name once; the answer's errno, its text in msg. */
+/* M6: asks name once; the answer's errno, its text in msg. */
 static int request(const char *mount, const char *name, char *msg, size_t msgsize)
 {
 	char buf[TPFS_TX_ANSWER_MAX];
@@ -191,14 +192,14 @@ static int request(const char *mount, const char *name, char *msg, size_t msgsiz
 	return tpfs_tx_answer_parse(buf, (size_t)n, msg, msgsize);
 }
 
-/* C2: the next size to ask with, after a probe found len bytes. */
+/* M7: the next size to ask with, after a probe found len bytes. */
 static size_t grown(ssize_t len)
 {
 	size_t want = (size_t)len + (size_t)len / 4 + 1024;
 	return want < XATTR_SIZE_MAX ? want : XATTR_SIZE_MAX;
 }
 
-/* C2: the whole answer to name, NUL-terminated, in a malloc'd *out;
+/* M7: the whole answer to name, NUL-terminated, in a malloc'd *out;
  * asked first with size bytes. */
 static int fetch(const char *mount, const char *name, size_t size, char **out, size_t *len, char *msg, size_t msgsize)
 {
@@ -234,7 +235,7 @@ static int fetch(const char *mount, const char *name, size_t size, char **out, s
 
 /* ---- transactions ---- */
 
-/* C5: a descriptor to reopen, learnt before the begin: after it, an fstat
+/* M10: a descriptor to reopen, learnt before the begin: after it, an fstat
  * of the old handle would lock the file in the transaction (a read), and
  * the daemon would then refuse changes through the old handle. */
 typedef struct own_file {
@@ -261,7 +262,7 @@ static int cached_stat(int dirfd, const char *path, int flags, struct stat *st)
 	return 0;
 }
 
-/* C6: the descriptors begins reopened, each with its hidden duplicate. */
+/* M11: the descriptors begins reopened, each with its hidden duplicate. */
 #define KEEP_FD_MIN 512
 static struct kept {
 	int fd, dup;
@@ -324,7 +325,7 @@ static void kept_add(int fd)
 }
 
 /* The regular files of the mount open on descriptors >= 3 that need a
- * reopen (C5, C6); a malloc'ed array (NULL, 0: none). */
+ * reopen (M10, M11); a malloc'ed array (NULL, 0: none). */
 static own_file *own_files(const char *mount, int *n)
 {
 	struct stat mst, st;
@@ -396,7 +397,7 @@ static void reopen_own(const own_file *o)
 		return; /* (unlinked, renamed, no permission any more) */
 	if (fd_ino(nfd) == (unsigned long long)o->ino && (off < 0 || lseek(nfd, off, SEEK_SET) == off) &&
 	    dup3(nfd, o->fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
-		kept_add(o->fd); /* C6 */
+		kept_add(o->fd); /* M11 */
 	close(nfd);
 }
 
@@ -412,7 +413,7 @@ int tpfs_tx_begin(const char *mount, pid_t pid, uint64_t *id, char *msg, size_t 
 	snprintf(name, sizeof name, TPFS_TX_BEGIN "%ld", (long)(pid ? pid : getpid()));
 	int nown = 0;
 	kept_sweep();
-	own_file *own = pid == 0 || pid == getpid() ? own_files(mount, &nown) : NULL; /* C5 */
+	own_file *own = pid == 0 || pid == getpid() ? own_files(mount, &nown) : NULL; /* M10 */
 	rc = request(mount, name, text, sizeof text);
 	if (rc == 0 && tpfs_tx_answer_id(text, &v) != 0) {
 		tpfs_tx_say(msg, msgsize, "%s answered success without a transaction id: \"%s\"", name, text);
@@ -443,7 +444,7 @@ int tpfs_tx_commit_flags(const char *mount, int flags, char *msg, size_t msgsize
 	}
 	if (flags & TPFS_TX_COMMIT_FORCE)
 		return request(mount, TPFS_TX_COMMIT ".force", msg, msgsize);
-	/* C1's exception: a refused commit (EBUSY) changed nothing, so it is
+	/* M6's exception: a refused commit (EBUSY) changed nothing, so it is
 	 * asked again */
 	while ((rc = request(mount, TPFS_TX_COMMIT, msg, msgsize)) == EBUSY && (flags & TPFS_TX_COMMIT_WAIT)) {
 		struct timespec ts = {0, 50000000L};
@@ -468,7 +469,7 @@ int tpfs_tx_abort_id(const char *mount, uint64_t id, char *msg, size_t msgsize)
 	return request(mount, name, msg, msgsize);
 }
 
-/* C7: one status request: its text moved to the start of *buf (len
+/* M12: one status request: its text moved to the start of *buf (len
  * bytes); 0, or the answer's errno with its text in msg. */
 static int status_ask(const char *mount, const char *name, size_t size, char **buf, size_t *len, char *msg,
 		      size_t msgsize)
@@ -496,7 +497,7 @@ static int status_ask(const char *mount, const char *name, size_t size, char **b
 	return 0;
 }
 
-/* C7: every transaction, page after page; a daemon of version 1 answers
+/* M12: every transaction, page after page; a daemon of version 1 answers
  * the first request with the whole list (no "page" line). */
 static int status_pages(const char *mount, int json, char **report, char *msg, size_t msgsize)
 {

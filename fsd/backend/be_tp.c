@@ -1,17 +1,17 @@
 /*
  * be_tp.c -- the embedded engine (core/, tp.h) as a store behind
  * backend.h: the only file of fsd/ that includes tp.h.  Each call is the
- * engine's, its outcome mapped to backend.h's (A1); the engine has a lock
- * manager (BE_CAP_LOCKS) and a file block is one overflow page (A2).
+ * engine's, its outcome mapped to backend.h's (Z4); the engine has a lock
+ * manager (BE_CAP_LOCKS) and a file block is one overflow page (Z5).
  *
- * A1. Outcomes: TP_E* become the BE_E* of the same meaning; a positive
+ * Z4. Outcomes: TP_E* become the BE_E* of the same meaning; a positive
  *     errno passes unchanged.  Flags, lock modes and seek modes have the
  *     engine's values (checked below), so they pass unchanged too.
- * A2. Capabilities: BE_CAP_LOCKS (strict two-phase, deadlock detection,
+ * Z5. Capabilities: BE_CAP_LOCKS (strict two-phase, deadlock detection,
  *     tp.h "Locks"); block_size = tp_tree_value_page of the data tree, one
  *     page less its overflow header (4,068 bytes with 4 KiB pages), so a
  *     file block is one page on disk.
- * A3. Handles wrap the engine's (one small allocation per transaction and
+ * Z6. Handles wrap the engine's (one small allocation per transaction and
  *     per cursor, beside the engine's own).
  */
 #include <errno.h>
@@ -57,7 +57,7 @@ typedef struct tpc {
 #define TXN(t) ((t) ? ((const tpx *)(t))->t : NULL)
 #define CUR(c) (((tpc *)(c))->c)
 
-/* A1 */
+/* Z4 */
 static int out(int rc)
 {
 	static const int map[] = {0, BE_ENOTFOUND, BE_EDEADLOCK, BE_ECORRUPT, BE_EPANIC, BE_EVERSION, BE_EBADSTORE,
@@ -158,7 +158,7 @@ static int tp_tree_open_(be_store *s, const char *name, int flags, be_tree **res
 		return out(rc);
 	}
 	tps *ts = (tps *)s;
-	if (!ts->caps.block_size || !ts->caps.max_key) { /* A2: the same for every tree of a store */
+	if (!ts->caps.block_size || !ts->caps.max_key) { /* Z5: the same for every tree of a store */
 		ts->caps.block_size = tp_tree_value_page(t->tr);
 		ts->caps.max_key = tp_tree_max_key(t->tr);
 	}

@@ -70,9 +70,9 @@ typedef struct fs_caller {
 			   locks X at once, so read-then-write never
 			   deadlocks on the upgrade */
 	int refuse;     /* an errno every call of this caller fails with
-			   (an orphaned member, fsd_txbind.c L2), or 0 */
+			   (an orphaned member, fsd_txbind.c C13), or 0 */
 	int refuse_changes; /* an errno every change (not a read) of this
-			   caller fails with (fsd_txbind.c M3), or 0 */
+			   caller fails with (fsd_txbind.c C12), or 0 */
 } fs_caller;
 
 typedef struct fs_attr {
@@ -238,7 +238,7 @@ int fs_tx_aliased(const fs_tx *tx);
 uint64_t fs_tx_view(const fs_tx *tx);
 uint64_t fs_tx_id(const fs_tx *tx);
 uid_t fs_tx_uid(const fs_tx *tx);
-/* The owner's group (fsd_txbind.c M1), set once after begin; (gid_t)-1 until then: any. */
+/* The owner's group (fsd_txbind.c C10), set once after begin; (gid_t)-1 until then: any. */
 void fs_tx_set_gid(fs_tx *tx, gid_t gid);
 gid_t fs_tx_gid(const fs_tx *tx);
 pid_t fs_tx_pid(const fs_tx *tx);

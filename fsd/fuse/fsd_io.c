@@ -14,12 +14,12 @@
  * bits on write, truncate, fallocate and chown itself (fs_data.c D6).
  *
  * Invariants
- *   O1  Only the INIT reply is changed, and only to add the flag the kernel
+ *   U1  Only the INIT reply is changed, and only to add the flag the kernel
  *       listed in its INIT request: a kernel that did not offer it never
  *       sees it.
- *   O2  Every other byte goes to and from the device as libfuse gave it;
+ *   U2  Every other byte goes to and from the device as libfuse gave it;
  *       read(2) and writev(2) results and errno reach libfuse unchanged.
- *   O3  fsd_io_expire_entry writes its own notification (libfuse 3.14 has
+ *   U3  fsd_io_expire_entry writes its own notification (libfuse 3.14 has
  *       no fuse_lowlevel_notify_expire_entry, which came in 3.16): one
  *       writev(2) of a whole message, as libfuse's notifications are, and
  *       only to a kernel whose INIT offered protocol 7.38 or later
@@ -42,7 +42,7 @@
 static _Atomic uint64_t init_unique;
 static _Atomic int init_seen; /* INIT was read: later reads need no look */
 static _Atomic int killpriv_v2;
-static _Atomic int expire_only; /* O3: the kernel's INIT offered 7.38 or later */
+static _Atomic int expire_only; /* U3: the kernel's INIT offered 7.38 or later */
 static _Atomic int dev_fd = -1;
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
@@ -57,11 +57,11 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 			if (in->flags & FUSE_HANDLE_KILLPRIV_V2)
 				atomic_store(&init_unique, h->unique);
 			if (in->major > 7 || (in->major == 7 && in->minor >= 38))
-				atomic_store(&expire_only, 1); /* O3 */
+				atomic_store(&expire_only, 1); /* U3 */
 			atomic_store(&init_seen, 1);
 		}
 	}
-	return n; /* errno untouched after a failed read (O2) */
+	return n; /* errno untouched after a failed read (U2) */
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
@@ -70,7 +70,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	uint64_t u = atomic_load_explicit(&init_unique, memory_order_relaxed);
 	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		const struct fuse_out_header *h = iov[0].iov_base;
-		if (h->unique == u) { /* O1 */
+		if (h->unique == u) { /* U1 */
 			atomic_store(&init_unique, 0);
 			if (h->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
 				((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
@@ -114,7 +114,7 @@ int fsd_io_expire_entry(uint64_t parent, const char *name, size_t len)
 {
 	int fd = atomic_load(&dev_fd);
 	if (fd < 0 || !atomic_load(&expire_only))
-		return ENOSYS; /* O3 */
+		return ENOSYS; /* U3 */
 	struct fuse_notify_inval_entry_out arg = {.parent = parent, .namelen = (uint32_t)len, .flags = FUSE_EXPIRE_ONLY};
 	struct fuse_out_header h = {.len = (uint32_t)(sizeof h + sizeof arg + len + 1), .error = FUSE_NOTIFY_INVAL_ENTRY};
 	struct iovec iov[] = {{&h, sizeof h}, {&arg, sizeof arg}, {(void *)name, len}, {"", 1}};

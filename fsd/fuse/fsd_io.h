@@ -17,7 +17,7 @@ int fsd_io_killpriv_v2(void);
  * (FUSE_EXPIRE_ONLY): its next use asks the daemon, while a process whose
  * working directory it is keeps it (getcwd works).  0 (also when the
  * kernel holds no such name), ENOSYS when the kernel's protocol is older
- * than 7.38 or the hooks are not installed, or writev's errno (O3). */
+ * than 7.38 or the hooks are not installed, or writev's errno (U3). */
 int fsd_io_expire_entry(uint64_t parent, const char *name, size_t len);
 
 /* Whether process or thread pid sleeps uninterruptibly in the kernel

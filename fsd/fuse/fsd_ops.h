@@ -96,7 +96,7 @@ typedef struct fsd {
 	double attr_timeout;     /* ...attributes (1.0) */
 	double negative_timeout; /* ...the absence of a name (1.0; 0: not cached) */
 	int readonly;
-	unsigned max_user_tx;    /* open transactions a user other than root may have (fsd_txbind.c T2) */
+	unsigned max_user_tx;    /* open transactions a user other than root may have (fsd_txbind.c C15) */
 	struct fuse_conn_info_opts *conn_opts; /* -o max_write=, splice_read, ... given by the user; may be NULL */
 	struct fsd_txs *txs;     /* user transactions (fsd_txbind.c), set before the session loop */
 	uint64_t cached_until;   /* C6: CLOCK_MONOTONIC ns until which a name the kernel was allowed to keep may live */

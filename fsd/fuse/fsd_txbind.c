@@ -2,114 +2,11 @@
  * fsd_txbind -- tpfsd's side of user transactions: which process belongs
  * to which transaction, the control channel (tpfs_tx_proto.h), the end
  * of a transaction whose process exited, and the kernel-cache coherence
- * the transactions need (C1-C8 below; ../DESIGN.md, "Kernel caches").
+ * the transactions need (C1-C9 below; ../DESIGN.md, "Kernel caches").
  * The transactions themselves -- write sets, locks, commit -- are the
  * file-system layer's (fs/fs_tx.c).
  *
- * Binding.  A transaction is bound to one process (the shell of txbegin,
- * txrun itself, a program using the client library).  A request belongs to
- * the transaction of the nearest process, among the requesting thread's
- * process and its ancestors, that is bound -- if the request's credentials
- * are the transaction's user's and group's (M1).  Processes are known by
- * pid and start time (field 22 of /proc/PID/stat), so a reused pid never
- * inherits a transaction.  With no transaction open on the mount, a request costs one
- * atomic load (fs_tx_count); otherwise the answer is cached per thread id
- * and generation of the transaction table, and checked against the
- * thread's start time when the entry is older than CACHE_TRUST_NS (a pid
- * cannot be reused within that time: it would take pid_max, 4 million,
- * process creations).  The ancestry read from /proc is cached with it: a
- * new generation (every begin and commit makes one) is decided again from
- * it while it is younger than CACHE_TRUST_NS, and begin, commit and abort
- * find their caller's chain there too.  (A chain goes stale only when an
- * ancestor dies; what L2 does then is late by at most that long.)
- *
- *   M1  A request joins a transaction only if its user and group (the
- *       fsuid and fsgid the kernel sends with it) are the transaction's
- *       owner's -- the bound process's at begin (fs_tx_set_gid; any group
- *       until it is set) -- or the owner is root.  A set-user-ID-root
- *       program (or su, sudo, a daemon that switches users) run by a
- *       member writes as root, or as its user, with rights the owner does
- *       not have: such writes are plain calls, committed at once and seen
- *       by everyone, and txabort cannot take them back -- an unprivileged
- *       user must not roll back privileged writes (issue 24, 5).  So with
- *       the group: a set-group-ID program (or newgrp, sg) run by a member
- *       writes with the rights of a group the owner may not have, and its
- *       writes are plain calls too.  Root's transactions take every
- *       descendant (root could undo those writes anyway, and `txrun --
- *       make install` stays whole when a tool drops its privileges).  M2
- *       counts as members only processes acting as the owner in both
- *       (acts_as).
- *
- *   M2  A commit is refused (EBUSY, nothing changed, the transaction
- *       still open) while other members run: live processes, not
- *       zombies, that descend from the bound process (read through
- *       /proc/PID/task/TID/children) or were seen as members (L2's
- *       list), acting as the owner (M1), other than the committing
- *       process and its ancestors.  Its answer names them (pid and
- *       command; SHOW_OTHERS of them).  Committing then would apply half
- *       of a job's output and let the rest go on as plain calls, each
- *       committed on its own.  `tpfs.tx.commit.force` commits all the
- *       same and cuts them off: each of them, and whatever it starts,
- *       fails every later call with ECANCELED until it exits (MAX_OTHERS
- *       of them at most), as L2's
- *       orphans do -- also under a later transaction of the shell.
- *       (txcommit --wait asks again until none is left: tools/tpfs_tx.c.)
- *
- *   M3  An abort by a member (txabort; txrun after its command failed)
- *       is never refused: it ends the transaction at once and cuts off
- *       the other members still running (M2's list), and its answer
- *       names them: their changes, and those of what they start, fail
- *       with ECANCELED until they exit -- also under the shell's next
- *       transaction -- while their reads see the committed state (as
- *       after any abort: a mapping still open reads the committed bytes).
- *       Otherwise a background job would go on writing as plain calls,
- *       each committed on its own, or join the shell's next transaction
- *       (issue 24, gap e).  An abort by id (txabort --id) of another
- *       shell's transaction only dooms it: its members' calls fail until
- *       that shell ends it.
- *
- * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
- * exits, its transaction is aborted and ended (txstatus of the next shell
- * says so: fs_tx_history).
- *   L2  A member that outlives its bound process (kill -9 of the shell
- *       while a command of it runs) is reparented away from it and would
- *       otherwise go on as a plain caller, its later writes committed one
- *       call at a time.  Every process seen as a member, and its ancestors
- *       below the bound process, are remembered (pid and start time); a
- *       process with such an ancestor -- itself
- *       included -- whose transaction was aborted for the exit, or is
- *       still open without the bound process among its ancestors, fails
- *       every call with ECANCELED until it exits.  So does a process that
- *       made no call before the bound one died: one of the dead process's
- *       session (if it led one) or else process group, started between
- *       the begin and the exit (group_rule: put in place by the reaper, or
- *       by the first call under no bound process that finds the bound one
- *       dead, whichever comes first).
- *
- * The table (T1-T3): every open transaction has a binding (its bound
- * process's pidfd, a reference to it, its user).
- *   T1  At most table_max are open: TABLE_MAX, or fewer when the daemon
- *       may open fewer files (one pidfd each, TABLE_FDS kept for the rest;
- *       the soft limit is raised to the hard one first).
- *   T2  One user cannot deny others: a begin asked by a user other than
- *       root fails with EAGAIN, before anything is begun, when that user
- *       has max_user_tx open (tpfsd -o max_user_tx=), or when the users
- *       together have 7/8 of table_max; the last eighth is root's, so root
- *       can always begin, list (status.all, in pages: P4) and abort
- *       (abort.ID).  Doomed transactions count until they end: each holds a
- *       pidfd.  The check and the place it keeps are one step under x->mu
- *       (table_keep): parallel begins cannot overshoot.
- *   T3  Nothing is quadratic in the table: the reaper drops a binding when
- *       its reference shows the transaction ended (no look-up by id); a
- *       transaction is found by pid or id through hashes (fs_tx.c); and
- *       the bound processes that exited are found through an epoll set of
- *       the pidfds, not one poll each (group_rules_now).
- *
- * The control channel (P1-P4, tpfs_tx_proto.h, version 2) at
- * fsd_tx_control: P1 unknown names, P2 size probes, P3 a whole status.all
- * fits in an xattr or is refused with EOVERFLOW, P4 pages of status.all.
- *
- * Caches (C1-C8; what each reply lets the kernel keep is decided in
+ * Caches (C1-C9; what each reply lets the kernel keep is decided in
  * fsd_ops.c, H4):
  *   C1  While any transaction is open, and for 5 s after the last one
  *       ended, every entry, negative entry and attribute reply carries a
@@ -151,7 +48,7 @@
  *       last NAME_RING), or, if the ring lost some, the kernel is slow to
  *       take them or cannot expire (protocol before 7.38), waits until
  *       they expired (entry_timeout, 1 s by default).  Expired, never
- *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c O3): the dentry stays and its
+ *       dropped (FUSE_EXPIRE_ONLY, fsd_io.c U3): the dentry stays and its
  *       next use asks the daemon, which answers a member with its alias
  *       (C5).  A dropped dentry that is someone's working directory is
  *       unhashed: another user's begin made that process's getcwd() fail
@@ -200,6 +97,126 @@
  *       anything; the kernel looks the names up again (LOOKUP_REVAL),
  *       gets the alias (fsd_nodeid) and repeats the call once, on the
  *       transaction's own inode (fsd_dirs_private).
+ *
+ * Binding.  A transaction is bound to one process (the shell of txbegin,
+ * txrun itself, a program using the client library).  A request belongs to
+ * the transaction of the nearest process, among the requesting thread's
+ * process and its ancestors, that is bound -- if the request's credentials
+ * are the transaction's user's and group's (C10).  Processes are known by
+ * pid and start time (field 22 of /proc/PID/stat), so a reused pid never
+ * inherits a transaction.  With no transaction open on the mount, a request costs one
+ * atomic load (fs_tx_count); otherwise the answer is cached per thread id
+ * and generation of the transaction table, and checked against the
+ * thread's start time when the entry is older than CACHE_TRUST_NS (a pid
+ * cannot be reused within that time: it would take pid_max, 4 million,
+ * process creations).  The ancestry read from /proc is cached with it: a
+ * new generation (every begin and commit makes one) is decided again from
+ * it while it is younger than CACHE_TRUST_NS, and begin, commit and abort
+ * find their caller's chain there too.  (A chain goes stale only when an
+ * ancestor dies; what C13 does then is late by at most that long.)
+ *
+ *   C10 A request joins a transaction only if its user and group (the
+ *       fsuid and fsgid the kernel sends with it) are the transaction's
+ *       owner's -- the bound process's at begin (fs_tx_set_gid; any group
+ *       until it is set) -- or the owner is root.  A set-user-ID-root
+ *       program (or su, sudo, a daemon that switches users) run by a
+ *       member writes as root, or as its user, with rights the owner does
+ *       not have: such writes are plain calls, committed at once and seen
+ *       by everyone, and txabort cannot take them back -- an unprivileged
+ *       user must not roll back privileged writes (issue 24, 5).  So with
+ *       the group: a set-group-ID program (or newgrp, sg) run by a member
+ *       writes with the rights of a group the owner may not have, and its
+ *       writes are plain calls too.  Root's transactions take every
+ *       descendant (root could undo those writes anyway, and `txrun --
+ *       make install` stays whole when a tool drops its privileges).  C11
+ *       counts as members only processes acting as the owner in both
+ *       (acts_as).
+ *
+ *   C11 A commit is refused (EBUSY, nothing changed, the transaction
+ *       still open) while other members run: live processes, not
+ *       zombies, that descend from the bound process (read through
+ *       /proc/PID/task/TID/children) or were seen as members (C13's
+ *       list), acting as the owner (C10), other than the committing
+ *       process and its ancestors.  Its answer names them (pid and
+ *       command; SHOW_OTHERS of them).  Committing then would apply half
+ *       of a job's output and let the rest go on as plain calls, each
+ *       committed on its own.  `tpfs.tx.commit.force` commits all the
+ *       same and cuts them off: each of them, and whatever it starts,
+ *       fails every later call with ECANCELED until it exits (MAX_OTHERS
+ *       of them at most), as C13's
+ *       orphans do -- also under a later transaction of the shell.
+ *       (txcommit --wait asks again until none is left: tools/tpfs_tx.c.)
+ *
+ *   C12 An abort by a member (txabort; txrun after its command failed)
+ *       is never refused: it ends the transaction at once and cuts off
+ *       the other members still running (C11's list), and its answer
+ *       names them: their changes, and those of what they start, fail
+ *       with ECANCELED until they exit -- also under the shell's next
+ *       transaction -- while their reads see the committed state (as
+ *       after any abort: a mapping still open reads the committed bytes).
+ *       Otherwise a background job would go on writing as plain calls,
+ *       each committed on its own, or join the shell's next transaction
+ *       (issue 24, gap e).  An abort by id (txabort --id) of another
+ *       shell's transaction only dooms it: its members' calls fail until
+ *       that shell ends it.
+ *
+ * Lifetime.  A reaper thread polls a pidfd of every bound process; when one
+ * exits, its transaction is aborted and ended (txstatus of the next shell
+ * says so: fs_tx_history).
+ *   C13 A member that outlives its bound process (kill -9 of the shell
+ *       while a command of it runs) is reparented away from it and would
+ *       otherwise go on as a plain caller, its later writes committed one
+ *       call at a time.  Every process seen as a member, and its ancestors
+ *       below the bound process, are remembered (pid and start time); a
+ *       process with such an ancestor -- itself
+ *       included -- whose transaction was aborted for the exit, or is
+ *       still open without the bound process among its ancestors, fails
+ *       every call with ECANCELED until it exits.  So does a process that
+ *       made no call before the bound one died: one of the dead process's
+ *       session (if it led one) or else process group, started between
+ *       the begin and the exit (group_rule: put in place by the reaper, or
+ *       by the first call under no bound process that finds the bound one
+ *       dead, whichever comes first).
+ *
+ * The table (C14-C16): every open transaction has a binding (its bound
+ * process's pidfd, a reference to it, its user).
+ *   C14 At most table_max are open: TABLE_MAX, or fewer when the daemon
+ *       may open fewer files (one pidfd each, TABLE_FDS kept for the rest;
+ *       the soft limit is raised to the hard one first).
+ *   C15 One user cannot deny others: a begin asked by a user other than
+ *       root fails with EAGAIN, before anything is begun, when that user
+ *       has max_user_tx open (tpfsd -o max_user_tx=), or when the users
+ *       together have 7/8 of table_max; the last eighth is root's, so root
+ *       can always begin, list (status.all, in pages: C20) and abort
+ *       (abort.ID).  Doomed transactions count until they end: each holds a
+ *       pidfd.  The check and the place it keeps are one step under x->mu
+ *       (table_keep): parallel begins cannot overshoot.
+ *   C16 Nothing is quadratic in the table: the reaper drops a binding when
+ *       its reference shows the transaction ended (no look-up by id); a
+ *       transaction is found by pid or id through hashes (fs_tx.c); and
+ *       the bound processes that exited are found through an epoll set of
+ *       the pidfds, not one poll each (group_rules_now).
+ *
+ * The control channel (tpfs_tx_proto.h, version 2), at fsd_tx_control:
+ *   C17 A name the protocol does not have fails with ENODATA, as any
+ *       attribute the root does not have.
+ *       So it is never taken for another request.
+ *   C18 begin, commit and abort are carried out only when their answer
+ *       can be delivered: a size probe (size 0, as getfattr(1) sends
+ *       first) is answered TPFS_TX_ANSWER_MAX, which every answer of
+ *       theirs fits, and a buffer under that fails with ERANGE, both
+ *       changing nothing.
+ *       They change state: an answer that could not be delivered would be
+ *       a change its caller cannot learn of.  status changes nothing, so
+ *       its probe gets the answer's length (the client asks again larger).
+ *   C19 A whole status.all fits in an xattr (STATUS_WHOLE_MAX) or is
+ *       refused with EOVERFLOW.
+ *       The kernel limits an attribute to XATTR_SIZE_MAX; a report cut
+ *       there would read as a complete one.
+ *   C20 status.all is also read in pages ("page NEXT" first,
+ *       fs_tx_report_page), each of which fits an xattr.
+ *       So a table of any length can be listed (root can always list and
+ *       abort: C15).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -223,8 +240,8 @@
 
 #define CACHE_SLOTS 1024
 #define MAX_DEPTH 128
-#define TABLE_MAX 16384 /* T1: open transactions on a mount, at most */
-#define TABLE_FDS 1024   /* T1: descriptors kept for everything but the bindings' pidfds */
+#define TABLE_MAX 16384 /* C14: open transactions on a mount, at most */
+#define TABLE_FDS 1024   /* C14: descriptors kept for everything but the bindings' pidfds */
 #define PILEUP 256       /* ended bindings that make a begin wake the reaper to drop them */
 
 #define CACHE_TRUST_NS 500000000ull
@@ -248,7 +265,7 @@ typedef struct cache_ent {
 	uid_t uid;
 	gid_t gid;
 	uint64_t start, gen, txid; /* txid 0: no transaction */
-	int refuse;                /* an orphaned member (L2): its calls fail */
+	int refuse;                /* an orphaned member (C13): its calls fail */
 	int answered;              /* uid, gen, txid and refuse are an answer */
 	uint64_t checked_ns;       /* when start was last read from /proc */
 	int n;                     /* chain[0..n-1] from /proc (0: not kept: deeper) */
@@ -264,16 +281,16 @@ static uint64_t mono_ns(void)
 
 typedef struct bound {
 	int fd; /* pidfd */
-	uint64_t txid;   /* 0 while its begin runs (tx NULL: a place kept, T2) */
+	uint64_t txid;   /* 0 while its begin runs (tx NULL: a place kept, C15) */
 	fs_tx *tx;       /* a reference, dropped with the binding */
-	uid_t uid;       /* whose (T2) */
+	uid_t uid;       /* whose (C15) */
 	pid_t pgid, sid; /* of the bound process, and whether it leads its session */
 	int leader;
 	uint64_t since;  /* when the transaction began, in clock ticks since boot */
 	int ruled;       /* its group rule is in place (group_rule_add) */
 } bound;
 
-/* L2: the processes a bound process that exited may have left behind:
+/* C13: the processes a bound process that exited may have left behind:
  * those of its session (if it led one) or process group, started while its
  * transaction was open. */
 typedef struct group_rule {
@@ -292,13 +309,13 @@ static uint64_t boot_ticks(void)
 	return (uint64_t)ts.tv_sec * (uint64_t)hz + (uint64_t)ts.tv_nsec / (1000000000ull / (uint64_t)hz);
 }
 
-/* A process seen as a member (L2): pid and start time, its transaction,
+/* A process seen as a member (C13): pid and start time, its transaction,
  * and whether that transaction was aborted because its bound process
  * exited. */
 typedef struct seen_ent {
 	pid_t pid;
 	uint64_t start, txid;
-	int doomed; /* 1: every call fails (L2, M2); CUT_CHANGES: changes fail (M3) */
+	int doomed; /* 1: every call fails (C13, C11); CUT_CHANGES: changes fail (C12) */
 } seen_ent;
 #define CUT_CHANGES 2
 #define MAX_SEEN 4096
@@ -326,9 +343,9 @@ struct fsd_txs {
 	struct fuse_session *se;
 	pthread_mutex_t mu;     /* cache, bound */
 	cache_ent cache[CACHE_SLOTS];
-	bound *b;               /* nb of cap; the bindings, open or not yet dropped (T2) */
+	bound *b;               /* nb of cap; the bindings, open or not yet dropped (C15) */
 	int nb, cap;
-	int table_max;          /* T1: open transactions at most; root's reserve is table_max / 8 */
+	int table_max;          /* C14: open transactions at most; root's reserve is table_max / 8 */
 	struct tag_ent {        /* C8, under mu */
 		pid_t pid;
 		uint64_t start, tag, used;
@@ -339,7 +356,7 @@ struct fsd_txs {
 	uint64_t *dirs;         /* C9: alias node ids of directories a transaction moves or removes */
 	int ndirs, capdirs;     /* ndirs: under dmu, read without it (relaxed atomic) */
 	int evfd;               /* wakes the reaper */
-	int epfd;               /* T3: the bindings' pidfds, or -1 */
+	int epfd;               /* C16: the bindings' pidfds, or -1 */
 	int long_poll;          /* the reaper sleeps up to a second: a begin must wake it (seq_cst) */
 	int stop;
 	pthread_t reaper;
@@ -443,7 +460,7 @@ static fs_tx *chain_tx(fsd *d, const proc *chain, int n, int *at)
 	return NULL;
 }
 
-/* L2: the process of chain[0], or an ancestor, was a member of a
+/* C13: the process of chain[0], or an ancestor, was a member of a
  * transaction it is no longer under -- one aborted because its bound
  * process exited (doomed), or one still open whose bound process is not
  * among the ancestors any more (the process was orphaned: the bound one
@@ -477,7 +494,7 @@ static int orphaned(fsd *d, const proc *chain, int n)
 	return cut;
 }
 
-/* M2, M3: a process of chain[0..n) was cut off from its transaction (a
+/* C11, C12: a process of chain[0..n) was cut off from its transaction (a
  * doomed entry): 1, every call fails; CUT_CHANGES, only its changes; 0.
  * Under x->mu. */
 static int cut_off(struct fsd_txs *x, const proc *chain, int n)
@@ -500,7 +517,7 @@ static void doomed_add(struct fsd_txs *x, int delta)
 	__atomic_store_n(&x->ndoomed, x->ndoomed + delta, __ATOMIC_RELAXED);
 }
 
-/* L2: the rule for bound process b, which exited (under x->mu; once). */
+/* C13: the rule for bound process b, which exited (under x->mu; once). */
 static void group_rule_add(struct fsd_txs *x, bound *b)
 {
 	if (b->ruled || x->nrules >= MAX_RULES)
@@ -513,7 +530,7 @@ static void group_rule_add(struct fsd_txs *x, bound *b)
 	b->ruled = 1;
 }
 
-/* L2: the rules of bound processes that exited but that the reaper has
+/* C13: the rules of bound processes that exited but that the reaper has
  * not handled yet (under x->mu).  A process of a killed group making its
  * first call right after would otherwise run as a plain caller until the
  * reaper's round: its write committed at once (random_crash under a slow,
@@ -536,7 +553,7 @@ static void group_rules_now(fsd *d)
 {
 	struct fsd_txs *x = d->txs;
 	struct epoll_event ev[256];
-	/* T3: the bound processes that exited are those whose pidfds the
+	/* C16: the bound processes that exited are those whose pidfds the
 	 * epoll set has ready (level-triggered: until the reaper drops them) */
 	int n = x->epfd >= 0 ? epoll_wait(x->epfd, ev, 256, 0) : -1;
 	if (n < 0 || n == 256) { /* (no set, or more exited than one look shows) */
@@ -580,7 +597,7 @@ static void chain_keep(cache_ent *e, pid_t tid, uint64_t start, const proc *chai
 
 /* The ancestry of thread tid (ancestry()), from the cache while it is
  * younger than CACHE_TRUST_NS: a process's parents change only when one
- * dies, and L2 bounds what a stale chain can do. */
+ * dies, and C13 bounds what a stale chain can do. */
 static int chain_of(fsd *d, pid_t tid, proc *chain, int *n)
 {
 	struct fsd_txs *x = d->txs;
@@ -603,7 +620,7 @@ static int chain_of(fsd *d, pid_t tid, proc *chain, int *n)
 	return rc;
 }
 
-/* M1: a request with fsuid uid and fsgid gid acts as tx's owner. */
+/* C10: a request with fsuid uid and fsgid gid acts as tx's owner. */
 static int owner_acts(const fs_tx *tx, uid_t uid, gid_t gid)
 {
 	gid_t g = fs_tx_gid(tx);
@@ -657,13 +674,13 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, gid_t gid, int *refuse)
 		pthread_mutex_lock(&x->mu);
 		int cut = cut_off(x, chain, at);
 		pthread_mutex_unlock(&x->mu);
-		if (cut) { /* M2, M3: cut off by a forced commit or an abort, under a later transaction */
+		if (cut) { /* C11, C12: cut off by a forced commit or an abort, under a later transaction */
 			fs_tx_put(tx);
 			tx = NULL;
 			*refuse = cut;
 		}
 	}
-	if (tx && !owner_acts(tx, uid, gid)) { /* M1: another user's or group's: not a member */
+	if (tx && !owner_acts(tx, uid, gid)) { /* C10: another user's or group's: not a member */
 		fs_tx_put(tx);
 		tx = NULL;
 	}
@@ -687,7 +704,7 @@ static fs_tx *resolve(fsd *d, pid_t tid, uid_t uid, gid_t gid, int *refuse)
 	return tx;
 }
 
-/* L2, in the reaper: members of a transaction aborted because its bound
+/* C13, in the reaper: members of a transaction aborted because its bound
  * process exited are doomed; entries of processes gone, or of ended
  * transactions, are dropped. */
 static void seen_sweep(struct fsd_txs *x, uint64_t doom_txid)
@@ -768,9 +785,9 @@ fs_caller fsd_caller(fuse_req_t req)
 		int refuse;
 		c.tx = resolve(d, x->pid, x->uid, x->gid, &refuse);
 		if (refuse == CUT_CHANGES)
-			c.refuse_changes = ECANCELED; /* M3 */
+			c.refuse_changes = ECANCELED; /* C12 */
 		else if (refuse)
-			c.refuse = ECANCELED; /* L2, M2 */
+			c.refuse = ECANCELED; /* C13, C11 */
 		/* a lock wait of this request ends when the kernel interrupts it */
 		tl_fs = d->fs;
 		pid_t tid = fs_thread_id();
@@ -1090,7 +1107,7 @@ static void *reaper(void *arg)
 			free(ids);
 			return NULL;
 		}
-		/* forget the bindings of transactions that ended (T2: no table
+		/* forget the bindings of transactions that ended (C15: no table
 		 * look-up each, a round stays linear in the bindings) */
 		for (int i = 0; i < x->nb;) {
 			if (x->b[i].tx && fs_tx_state(x->b[i].tx) == FS_TX_ENDED) {
@@ -1152,7 +1169,7 @@ static void *reaper(void *arg)
 			char why[160];
 			snprintf(why, sizeof why, "its process %d exited before txcommit", (int)fs_tx_pid(tx));
 			fsd_log(LOG_INFO, "transaction %" PRIu64 " aborted: %s", ids[i], why);
-			pthread_mutex_lock(&x->mu); /* L2: before the abort, so no orphan runs as a plain caller */
+			pthread_mutex_lock(&x->mu); /* C13: before the abort, so no orphan runs as a plain caller */
 			for (int k = 0; k < x->nb; k++)
 				if (x->b[k].txid == ids[i])
 					group_rule_add(x, &x->b[k]);
@@ -1172,7 +1189,7 @@ static void *reaper(void *arg)
 	}
 }
 
-/* T1: as many open transactions as the daemon may open pidfds, keeping
+/* C14: as many open transactions as the daemon may open pidfds, keeping
  * TABLE_FDS descriptors for the rest, at most TABLE_MAX (the soft limit
  * of open files is raised to the hard one first). */
 static int table_max(void)
@@ -1265,7 +1282,7 @@ void fsd_tx_stop(fsd *d)
 /* ---- the control channel (tpfs_tx_proto.h) ---- */
 
 #define ANSWER_MAX (256 * 1024)
-#define STATUS_WHOLE_MAX (65536 - 16) /* P3: a whole report fits in an xattr (XATTR_SIZE_MAX) */
+#define STATUS_WHOLE_MAX (65536 - 16) /* C19: a whole report fits in an xattr (XATTR_SIZE_MAX) */
 
 static void answer(fuse_req_t req, fsd *d, size_t size, int err, const char *text)
 {
@@ -1439,7 +1456,7 @@ static void expire_cached_names(fsd *d)
 		;
 }
 
-/* T2: keeps a place in the table for a begin of a transaction of uid
+/* C15: keeps a place in the table for a begin of a transaction of uid
  * owner asked by uid asker, bound to pidfd fd; 0, or an errno and msg. */
 static int table_keep(fsd *d, int fd, uid_t asker, uid_t owner, int *pileup, char *msg, size_t msgsize)
 {
@@ -1488,7 +1505,7 @@ static int table_keep(fsd *d, int fd, uid_t asker, uid_t owner, int *pileup, cha
 	return rc;
 }
 
-/* T2: the place kept for pidfd fd gets its transaction (which keeps the
+/* C15: the place kept for pidfd fd gets its transaction (which keeps the
  * caller's reference), or is given up (tx NULL). */
 static void table_fill(struct fsd_txs *x, int fd, fs_tx *tx, const proc *p)
 {
@@ -1500,7 +1517,7 @@ static void table_fill(struct fsd_txs *x, int fd, fs_tx *tx, const proc *p)
 		if (tx) {
 			struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 			if (x->epfd >= 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-				close(x->epfd); /* T3: look at every binding from now on */
+				close(x->epfd); /* C16: look at every binding from now on */
 				x->epfd = -1;
 			}
 			b->tx = tx;
@@ -1587,7 +1604,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		return;
 	}
 	int pileup;
-	int rc = table_keep(d, fd, cx->uid, (uid_t)tuid, &pileup, msg, sizeof msg); /* T2 */
+	int rc = table_keep(d, fd, cx->uid, (uid_t)tuid, &pileup, msg, sizeof msg); /* C15 */
 	if (rc) {
 		close(fd);
 		answer(req, d, size, rc, msg);
@@ -1604,7 +1621,7 @@ static void ctl_begin(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, -rc, msg);
 		return;
 	}
-	fs_tx_set_gid(tx, (gid_t)tgid); /* M1 */
+	fs_tx_set_gid(tx, (gid_t)tgid); /* C10 */
 	expire_cached_names(d); /* C6 */
 	table_fill(x, fd, tx, tchain);
 	if (pileup || need_wake(x))
@@ -1641,7 +1658,7 @@ static fs_tx *callers_tx(fuse_req_t req, fsd *d, size_t size)
 	return tx;
 }
 
-/* ---- other members at commit (M2) ---- */
+/* ---- other members at commit (C11) ---- */
 
 #define MAX_OTHERS 64 /* other members cut off by a forced commit, at most */
 #define SHOW_OTHERS 8 /* named in an answer */
@@ -1677,7 +1694,7 @@ static void children_of(pid_t pid, pid_t *q, int *nq, int max)
 		closedir(dir);
 }
 
-/* Whether process p acts as tx's owner (M1: its fsuid and fsgid; any
+/* Whether process p acts as tx's owner (C10: its fsuid and fsgid; any
  * when the owner is root). */
 static int acts_as(const proc *p, const fs_tx *tx)
 {
@@ -1707,7 +1724,7 @@ static void other_add(proc *out, int *nout, const proc *p)
 		out[(*nout)++] = *p;
 }
 
-/* M2: the members of tx alive besides the committer's chain[0..at] (the
+/* C11: the members of tx alive besides the committer's chain[0..at] (the
  * bound process is chain[at]): into out, at most MAX_OTHERS; their number
  * (capped: more than MAX_OTHERS are counted as MAX_OTHERS + 1). */
 static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out)
@@ -1729,7 +1746,7 @@ static int other_members(fsd *d, fs_tx *tx, const proc *chain, int at, proc *out
 		other_add(out, &nout, &p);
 	}
 	free(q);
-	/* members seen before that left the bound process's tree (L2) */
+	/* members seen before that left the bound process's tree (C13) */
 	seen_ent seen[MAX_OTHERS * 4];
 	int ns = 0;
 	pthread_mutex_lock(&x->mu);
@@ -1762,7 +1779,7 @@ static void name_procs(char *buf, size_t size, const proc *v, int n, int more)
 		snprintf(buf + len, size - len, "%s", more ? " and still more" : " and more");
 }
 
-/* M2: p is cut off from its transaction: its calls (how: 1, all; M3's
+/* C11: p is cut off from its transaction: its calls (how: 1, all; C12's
  * CUT_CHANGES, its changes), and those of what it starts, fail with
  * ECANCELED until it exits. */
 static void cut_off_add(struct fsd_txs *x, const proc *p, uint64_t txid, int how)
@@ -1811,7 +1828,7 @@ static void ctl_commit(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		answer(req, d, size, EBUSY, msg);
 		return;
 	}
-	for (int k = 0; k < shown; k++) /* M2: before the commit makes a new generation */
+	for (int k = 0; k < shown; k++) /* C11: before the commit makes a new generation */
 		cut_off_add(d->txs, &others[k], fs_tx_id(tx), 1);
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
 	if (nothers) {
@@ -1873,7 +1890,7 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		else
 			snprintf(why, sizeof why, "by a member");
 	}
-	/* M3: the other members still running are cut off, as a forced
+	/* C12: the other members still running are cut off, as a forced
 	 * commit's are, before the abort makes a new generation */
 	proc chain[MAX_DEPTH], others[MAX_OTHERS];
 	char names[400] = "";
@@ -1905,10 +1922,10 @@ static void ctl_abort(fuse_req_t req, fsd *d, size_t size, const char *arg)
 	answer(req, d, size, 0, msg);
 }
 
-/* arg: "", ".all", ".json", ".all.json" (P3: the whole report, if it
+/* arg: "", ".all", ".json", ".all.json" (C19: the whole report, if it
  * fits in an xattr; else EOVERFLOW, which reaches a client of version 1
  * where the kernel's E2BIG would not say why), or ".all[.json].page.BEFORE"
- * (P4: one page, "page NEXT\n" first: fs_tx_report_page). */
+ * (C20: one page, "page NEXT\n" first: fs_tx_report_page). */
 static void ctl_status(fuse_req_t req, fsd *d, size_t size, const char *arg)
 {
 	const struct fuse_ctx *cx = fuse_req_ctx(req);
@@ -1925,7 +1942,7 @@ static void ctl_status(fuse_req_t req, fsd *d, size_t size, const char *arg)
 		fsd_reply_err(req, d, -ENOMEM);
 		return;
 	}
-	if (page) { /* P4 */
+	if (page) { /* C20 */
 		uint64_t next;
 		int head = snprintf(buf, max, "page %-20" PRIu64 "\n", (uint64_t)0);
 		rc = fs_tx_report_page(d->fs, cx->uid, json, strtoull(page + 6, NULL, 10), buf + head,
@@ -1985,7 +2002,7 @@ static enum verb verb_of(const char *name, const char **arg)
 		return VERB_BEGIN;
 	}
 	if (!strcmp(name, TPFS_TX_COMMIT) || !strcmp(name, TPFS_TX_COMMIT ".force")) {
-		*arg = name + strlen(TPFS_TX_COMMIT); /* "" or ".force" (M2) */
+		*arg = name + strlen(TPFS_TX_COMMIT); /* "" or ".force" (C11) */
 		return VERB_COMMIT;
 	}
 	if (!strncmp(name, TPFS_TX_ABORT, na) && (name[na] == 0 || name[na] == '.')) {
@@ -2009,23 +2026,16 @@ static enum verb verb_of(const char *name, const char **arg)
 	return VERB_NONE;
 }
 
-/* P1  A name the protocol does not have fails with ENODATA, as any
- *     attribute the root does not have: never taken for another request.
- * P2  begin, commit and abort change state, so they are carried out only
- *     when their answer can be delivered: a size probe (size 0, as
- *     getfattr(1) sends first) is answered TPFS_TX_ANSWER_MAX, which every
- *     answer of theirs fits, and changes nothing; a buffer under that
- *     fails with ERANGE, changing nothing.  status changes nothing: its
- *     probe gets the answer's length (the client asks again larger). */
+/* The control channel's request name (C17) and size (C18): see the top. */
 void fsd_tx_control(fuse_req_t req, fsd *d, const char *name, size_t size)
 {
 	const char *arg;
 	enum verb v = verb_of(name, &arg);
-	if (v == VERB_NONE) { /* P1 */
+	if (v == VERB_NONE) { /* C17 */
 		fsd_reply_err(req, d, -ENODATA);
 		return;
 	}
-	if (v != VERB_STATUS && v != VERB_VERSION && size < TPFS_TX_ANSWER_MAX) { /* P2 */
+	if (v != VERB_STATUS && v != VERB_VERSION && size < TPFS_TX_ANSWER_MAX) { /* C18 */
 		if (size == 0)
 			fuse_reply_xattr(req, TPFS_TX_ANSWER_MAX);
 		else

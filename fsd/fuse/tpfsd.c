@@ -884,7 +884,7 @@ int main(int argc, char **argv)
 	memset(&d, 0, sizeof d);
 	c.fo.commit_ms = 1000;
 	c.entry_timeout = c.attr_timeout = c.negative_timeout = 1.0;
-	c.max_user_tx = 256; /* fsd_txbind.c T2 */
+	c.max_user_tx = 256; /* fsd_txbind.c C15 */
 	c.max_threads = 512; /* requests waiting for transactions' locks must leave threads for txcommit */
 	c.max_idle_threads = 10;
 	if (parse_args(&c, argc, argv) != 0) {

@@ -5,17 +5,17 @@
  * model the round started from and keeps, for every object, the list of
  * states it went through: (t, signature), t being the number of operations
  * applied.  After a crash the recovered tree must show:
- *   V1  every object in a state it had at some t in [s, n], where s is the
+ *   FM1 every object in a state it had at some t in [s, n], where s is the
  *       last state a sync acknowledged and n counts every operation begun
  *       (the last may have been in flight when the daemon died): what was
  *       fsync'd is there exactly unless changed later, a rename is done or
  *       not (the file under exactly one of its two names), a create is
  *       there with its name or not at all, and so on;
- *   V2  one t in [s, n] explaining every object at once: each call is one
+ *   FM2 one t in [s, n] explaining every object at once: each call is one
  *       engine transaction, committed in call order into one log that is
  *       durable as a prefix, so the recovered tree is the state after some
  *       prefix of the calls;
- *   V3  nothing else: no name the workload did not make, no file that is
+ *   FM3 nothing else: no name the workload did not make, no file that is
  *       not one of its objects, link counts that match the names.
  */
 #include "fsc_model.h"

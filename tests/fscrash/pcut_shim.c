@@ -3,12 +3,12 @@
  * store so that the test can cut the power afterwards (pcut.h).
  *
  * Invariants:
- *   P1  A write's record (with the bytes it replaces) reaches the journal
+ *   PC1 A write's record (with the bytes it replaces) reaches the journal
  *       before the write itself, under one mutex with it, so records are in
  *       the order the writes happened and an undo restores what was there.
- *   P2  A sync's record names the journal position taken before the sync
+ *   PC2 A sync's record names the journal position taken before the sync
  *       began: only what was journaled before is known to be covered.
- *   P3  A call the emulation cannot model, on a store file, marks the
+ *   PC3 A call the emulation cannot model, on a store file, marks the
  *       journal unusable ('!').
  * Files outside the store (the journal, /dev/fuse, ...) pass untouched.
  */
@@ -238,7 +238,7 @@ static int do_sync(int (*fn)(int), int fd)
 	int rc;
 	if (!tracked(fd, &st))
 		return fn(fd);
-	pthread_mutex_lock(&mu); /* P2 */
+	pthread_mutex_lock(&mu); /* PC2 */
 	read_arm();
 	if (arm_at && ++syncs == arm_at) { /* the power fails before this sync */
 		memset(&r, 0, sizeof r);
@@ -266,7 +266,7 @@ static int do_sync(int (*fn)(int), int fd)
 int fdatasync(int fd) { return do_sync(real_fdatasync, fd); }
 int fsync(int fd) { return do_sync(real_fsync, fd); }
 
-/* P3: ways of writing a store file the emulation does not model. */
+/* PC3: ways of writing a store file the emulation does not model. */
 ssize_t write(int fd, const void *buf, size_t len)
 {
 	struct stat st;
@@ -311,8 +311,8 @@ ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off) { return do_p
 
 /* pwritev2 with RWF_DSYNC (the log's durable writes: core/io
  * io_pwrite_durable, on an O_DIRECT descriptor) is journaled as the write
- * and the sync it is, so the power can fail between the two (P2); other
- * flags are not modeled (P3). */
+ * and the sync it is, so the power can fail between the two (PC2); other
+ * flags are not modeled (PC3). */
 static ssize_t do_pwritev2(ssize_t (*fn)(int, const struct iovec *, int, off_t, int), int fd, const struct iovec *iov,
 			   int n, off_t off, int flags)
 {

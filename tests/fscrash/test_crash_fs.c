@@ -25,7 +25,7 @@
  *      again during the recovery that follows (at one of its first syncs,
  *      up to three deep).
  *   3. tpfsd mounts the store again (recovery), the test reads the whole
- *      tree back and checks (fsc_model.c, V1-V3): every object is in a
+ *      tree back and checks (fsc_model.c, FM1-FM3): every object is in a
  *      state it had at or after the last call that returned, after a kill
  *      -9 (a crash of the daemon alone loses nothing that returned, fs.c
  *      F4), or at or after the last acknowledged sync, after a power cut

@@ -15,13 +15,13 @@
  * A reader stops at the first record that is short or fails its CRC.
  *
  * Invariants the runner keeps
- *   K1  Only one regular transaction is open at a time; L (the long one)
+ *   WL1 Only one regular transaction is open at a time; L (the long one)
  *       touches only the pages it owns, regular ones only theirs, so
  *       committing in either order gives the same state.
- *   K2  cur is what reads return now (committed state plus the changes of
+ *   WL2 cur is what reads return now (committed state plus the changes of
  *       the open transactions); com is committed state.  They differ only
  *       on pages an open transaction touched.
- *   K3  The INTENT of a transaction is on the oracle (write(2) returned)
+ *   WL3 The INTENT of a transaction is on the oracle (write(2) returned)
  *       before tp_commit is called; its ACK only after tp_commit returned 0.
  */
 #include "workload.h"
@@ -570,7 +570,7 @@ typedef struct run {
 	const wl_config *c;
 	int strict;
 	wl_rng rng;
-	wl_model com, cur;              /* K2 */
+	wl_model com, cur;              /* WL2 */
 	unsigned char owner[WL_MAXPG];  /* of pages allocated in cur */
 	int ofd;
 	unsigned seq;
@@ -737,7 +737,7 @@ static int tx_failed(run *x, wtx *w)
 
 static int tx_commit(run *x, wtx *w)
 {
-	if (oracle_intent(x->ofd, &w->o) != 0) /* K3 */
+	if (oracle_intent(x->ofd, &w->o) != 0) /* WL3 */
 		return wl_failf(x->err, x->errlen, "oracle write: %s", strerror(errno));
 	int lazy = (int)wl_below(&x->rng, 100) < x->c->nosync_pct;
 	int rc = tp_commit(w->t, lazy ? TP_COMMIT_NOSYNC : 0);

@@ -1,8 +1,8 @@
 /*
  * test_tx_binding -- who belongs to a transaction (test_tx.c has the
  * actors and the helpers): binding rules (one transaction per shell, other
- * users, committed permissions), membership by user (M1) and running
- * members at commit (M2), the tools end to end.
+ * users, committed permissions), membership by user (C10) and running
+ * members at commit (C11), the tools end to end.
  */
 #include "txsh.h"
 
@@ -324,7 +324,7 @@ Test(tx, large_write_isolated, .timeout = 120)
 /* ---------------------------------------------------------------------- */
 /* Membership: other users' programs, members running at commit           */
 
-/* M1 (fsd_txbind.c, issue 24 item 5): a request joins a transaction only with
+/* C10 (fsd_txbind.c, issue 24 item 5): a request joins a transaction only with
  * its owner's user (fsuid), or when the owner is root.  A non-root user's
  * shell in a transaction runs what set-user-ID programs do: one switches
  * to root and appends to a root-owned log, one to another user and appends
@@ -391,7 +391,7 @@ Test(tx, setuid_program_does_not_join, .timeout = 60)
 	finish();
 }
 
-/* M2 (fsd_txbind.c, issue 24 item 6): txcommit while a background job of the
+/* C11 (fsd_txbind.c, issue 24 item 6): txcommit while a background job of the
  * shell still runs commits nothing -- exit 1, the running members named,
  * the transaction still open; --force commits what the job wrote so far
  * and cuts the job off: its next write fails with ECANCELED instead of

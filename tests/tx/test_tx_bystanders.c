@@ -21,9 +21,9 @@
  *                                writes fail with ECANCELED -- neither plain
  *                                calls committed one by one, nor joined to
  *                                the shell's next transaction -- and its
- *                                reads see the committed state (M3)
+ *                                reads see the committed state (C12)
  *   setgid_program_does_not_join a set-group-ID program run by a member
- *                                writes outside the transaction (M1: fsuid
+ *                                writes outside the transaction (C10: fsuid
  *                                and fsgid must be the owner's)
  *   commit_clearing_caches_holds_nobody
  *                                with a slow invalidation thread (3 s), a
@@ -380,13 +380,13 @@ Test(tx_bystanders, member_rmdir_keeps_cwd_alive, .timeout = 60)
 }
 
 /* ---------------------------------------------------------------------- */
-/* M3: txabort while other members run                                   */
+/* C12: txabort while other members run                                   */
 
-/* M3 (fsd_txbind.c, issue 24 gap e), the abort's side of M2: a shell's
+/* C12 (fsd_txbind.c, issue 24 gap e), the abort's side of C11: a shell's
  * txabort while a background job of its transaction still runs ends the
  * transaction at once and cuts the job off: its later writes fail with
  * ECANCELED, whether the shell is then outside any transaction (before
- * M3 each write was a plain call, committed on its own) or in its next
+ * C12 each write was a plain call, committed on its own) or in its next
  * one (which the job joined: its output committed there); its reads see
  * the committed state.  The answer of txabort -v names the job. */
 Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
@@ -442,7 +442,7 @@ Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
 }
 
 /* ---------------------------------------------------------------------- */
-/* M1: set-group-ID programs                                              */
+/* C10: set-group-ID programs                                              */
 
 /* The calling child becomes uid (and gid) uid, keeping CAP_SETGID across
  * exec (an ambient capability): its commands can do what a set-group-ID
@@ -460,7 +460,7 @@ static int become_with_setgid(uid_t uid)
 	return 0;
 }
 
-/* M1 (fsd_txbind.c, issue 24 gap d): a request joins a transaction only with
+/* C10 (fsd_txbind.c, issue 24 gap d): a request joins a transaction only with
  * its owner's user and group (fsuid and fsgid), or when the owner is root.
  * A user's shell in a transaction runs what a set-group-ID program does:
  * switch the effective group to one the user is not in and append to a

@@ -100,7 +100,7 @@ Test(tx, prejoin_handle_stays_outside, .timeout = 60)
 	finish();
 }
 
-/* The client library's promise (tools/tpfs_tx.c C5): a program opens its
+/* The client library's promise (tools/tpfs_tx.c M10): a program opens its
  * files once, then runs transaction after transaction through the same
  * descriptors -- they were opened outside every transaction, and
  * tpfs_tx_begin reopens them so that its writes are the transaction's:
@@ -233,7 +233,7 @@ Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 		if (fd < 0 || lseek(fd, 3, SEEK_SET) != 3)
 			_exit(2);
 		for (int round = 0; round < 3; round++) {
-			if (round == 2) { /* a new handle, opened outside: reopened again (C6) */
+			if (round == 2) { /* a new handle, opened outside: reopened again (M11) */
 				close(fd);
 				if ((fd = open(mp("f"), O_RDWR | O_CLOEXEC)) < 0 || lseek(fd, 3, SEEK_SET) != 3)
 					_exit(2);
@@ -280,7 +280,7 @@ Test(tx, library_program_keeps_its_files_open, .timeout = 60)
 			  buf, round == 1 ? "abort" : "commit", after[round]);
 		cr_assert(write(q[1], "k", 1) == 1);
 	}
-	/* C6: the handle the first begin put there served the second
+	/* M11: the handle the first begin put there served the second
 	 * transaction without a reopen; the third begin reopened the new one
 	 * (each nm_read above opens f once too) */
 	cr_expect(opens[1] - opens[0] == 2, "round 2's begin opened f again (%" PRIu64 " opens between the rounds, 2 are "
@@ -352,7 +352,7 @@ Test(tx, rename_dir_twice_after_unlink_in_it, .timeout = 60)
 /* kill -9 of the bound shell while a command it started in the background
  * (a member: it read a file in the transaction) sleeps: the command
  * outlives the shell, reparented, but must not go on as a plain caller
- * whose writes are committed one call at a time (fsd_txbind.c L2). */
+ * whose writes are committed one call at a time (fsd_txbind.c C13). */
 Test(tx, orphaned_member_is_refused, .timeout = 60)
 {
 	char st_path[64], buf[32] = "";

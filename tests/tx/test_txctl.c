@@ -389,7 +389,7 @@ Test(txctl, per_user_limit, .timeout = 60)
 }
 
 /* Users together cannot take root's reserve: a daemon that may open 1,104
- * files has a table of 80 (T1), 70 for users; with -o max_user_tx=20
+ * files has a table of 80 (C14), 70 for users; with -o max_user_tx=20
  * three users take 60, a fourth gets 10 and then EAGAIN naming the users'
  * share, and root still begins its 10. */
 Test(txctl, users_leave_root_a_reserve, .timeout = 60)
