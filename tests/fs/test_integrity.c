@@ -1119,7 +1119,8 @@ static int find_dir(const char *root, int i, char *out, size_t size, int depth)
 		char p[4096];
 		if (e->d_name[0] != 'D')
 			continue;
-		snprintf(p, sizeof p, "%s/%s", root, e->d_name);
+		if (snprintf(p, sizeof p, "%s/%s", root, e->d_name) >= (int)sizeof p)
+			continue; /* no such path fits (and -O3's truncation warning) */
 		if (!strcmp(e->d_name, want)) {
 			snprintf(out, size, "%s", p);
 			closedir(d);
