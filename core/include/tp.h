@@ -237,6 +237,8 @@ typedef struct tp_stats {
 	uint64_t page_reads, page_writes, cache_hits, cache_misses;
 	uint64_t checkpoints;
 	uint64_t checkpoints_bg; /* of them, taken by the background thread */
+	uint64_t pages_returned; /* free pages given back to the file system (holes) */
+	uint64_t punch_calls;    /* in so many calls */
 	uint64_t log_segs_made, log_segs_recycled; /* segment files made new / reused */
 	uint64_t rec_records;   /* records scanned by recovery */
 	uint64_t rec_redone;    /* records redone */

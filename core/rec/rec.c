@@ -247,7 +247,7 @@ int rec_first_checkpoint(log_mgr *lg, uint64_t *ckpt_lsn)
 	return ckpt_log(lg, log_end(lg), 1, NULL, NULL, ckpt_lsn, &redo);
 }
 
-int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn)
+int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn, uint64_t *log_start)
 {
 	uint64_t horizon, redo, start;
 	int rc;
@@ -270,6 +270,7 @@ int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *
 		return rc;
 	}
 	io_point("rec.ckpt.master");
+	*log_start = start;
 	return log_truncate(lg, start);
 }
 
