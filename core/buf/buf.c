@@ -759,7 +759,9 @@ int buf_punch(buf_pool *bp, uint64_t first, uint64_t n)
 	if (bp->readonly)
 		return 0;
 	io_point("buf.punch");
-	return io_punch(bp->f, first * bp->psize, n * bp->psize);
+	int rc = io_punch(bp->f, first * bp->psize, n * bp->psize);
+	io_point("buf.punched");
+	return rc;
 }
 
 int buf_held_dirty(buf_pool *bp, uint64_t pgno)
