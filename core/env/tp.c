@@ -633,6 +633,12 @@ int tp_page_allocated(tp_env *env, uint64_t pgno, int *allocated)
 
 /* ---- statistics ---- */
 
+int tp_space_reserve(tp_env *env, uint64_t *reserve)
+{
+	*reserve = env->opt.readonly ? 0 : log_space_ahead(env->lg);
+	return 0;
+}
+
 void tp_stats_get(tp_env *env, tp_stats *s)
 {
 	log_stats ls;

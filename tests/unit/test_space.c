@@ -282,3 +282,73 @@ Test(space, power_cut_after_punching_recovers, .timeout = 300)
 	printf("space: %u power cuts after punches recovered (%u with punched pages taken again)\n", runs, refilled);
 	su_rmtree(dir);
 }
+
+/* ---- df: the engine's reserve ---- */
+
+static uint64_t dir_bytes(const char *d)
+{
+	char cmd[1100], line[64];
+	snprintf(cmd, sizeof cmd, "du -sb --apparent-size '%s'", d);
+	FILE *p = popen(cmd, "r");
+	uint64_t n = 0;
+	if (p && fgets(line, sizeof line, p))
+		n = strtoull(line, NULL, 10);
+	if (p)
+		pclose(p);
+	return n;
+}
+
+/* The reserve df leaves out is what the log still takes: a fresh store's
+ * covers every segment file the log makes while it fills (and checkpoints
+ * recycle), and once the log has its segments it is zero. */
+Test(space, reserve_is_what_the_log_still_takes, .timeout = 240)
+{
+	char dir[256], sdir[300], logd[600];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	const uint64_t seg = 256 * 1024;
+	cr_assert_eq(su_tmpdir(dir, sizeof dir, "spacedf"), 0);
+	snprintf(sdir, sizeof sdir, "%s/s", dir);
+	su_options(&o, 4096, seg, 256);
+	o.ckpt_log_bytes = 4 * seg;
+	o.ckpt_ms = 1u << 30;
+	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(su_logdir(sdir, logd, sizeof logd), 0);
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	uint64_t r0, r, l0 = dir_bytes(logd), lmax = l0;
+	cr_assert_eq(tp_space_reserve(env, &r0), 0);
+	cr_assert_gt(r0, 0, "a fresh store's log has not made its spare segments yet");
+	cr_assert_eq(r0 % seg, 0);
+	unsigned char v[3000];
+	memset(v, 0x5a, sizeof v);
+	for (unsigned i = 0; i < 1500; i++) {
+		tp_txn *t;
+		char k[16];
+		key(i % 500, k);
+		cr_assert_eq(tp_begin(env, &t), 0);
+		cr_assert_eq(tp_put(t, tr, k, strlen(k), v, sizeof v, 0), 0, "%s", tp_errmsg());
+		cr_assert_eq(tp_commit(t, TP_COMMIT_NOSYNC), 0, "%s", tp_errmsg());
+		if (i % 50 == 0) {
+			uint64_t l = dir_bytes(logd);
+			lmax = l > lmax ? l : lmax;
+		}
+	}
+	uint64_t l1 = dir_bytes(logd);
+	lmax = l1 > lmax ? l1 : lmax;
+	cr_assert_eq(tp_space_reserve(env, &r), 0);
+	tp_stats s;
+	tp_stats_get(env, &s);
+	printf("df: log %" PRIu64 " KiB fresh, at most %" PRIu64 " KiB after %" PRIu64
+	       " checkpoints; reserve %" PRIu64 " KiB fresh, %" PRIu64 " KiB now\n",
+	       l0 / 1024, lmax / 1024, s.checkpoints, r0 / 1024, r / 1024);
+	cr_assert_geq(s.checkpoints, 3, "the log went round: %" PRIu64 " checkpoints", s.checkpoints);
+	cr_assert_leq(lmax - l0, r0, "the log took %" PRIu64 " bytes more, the reserve said %" PRIu64, lmax - l0, r0);
+	/* and stays an upper bound within a segment: no more is kept back */
+	cr_assert_leq(r + l1, r0 + l0 + seg, "reserve %" PRIu64 " + log %" PRIu64 ", fresh %" PRIu64 " + %" PRIu64, r, l1,
+		      r0, l0);
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	su_rmtree(dir);
+}
