@@ -200,6 +200,41 @@ Test(space, deleted_tree_gives_blocks_back_and_refill_takes_them, .timeout = 240
 	su_rmtree(dir);
 }
 
+/* Pages freed and taken again before a checkpoint could give them back
+ * are live: the checkpoint must not punch them (A4). */
+Test(space, pages_taken_again_before_the_checkpoint_stay, .timeout = 240)
+{
+	char dir[256], sdir[300];
+	tp_options o;
+	tp_env *env;
+	tp_tree *tr;
+	tp_stats s;
+	unsigned bad = 0;
+	cr_assert_eq(su_tmpdir(dir, sizeof dir, "spacere"), 0);
+	snprintf(sdir, sizeof sdir, "%s/s", dir);
+	opts(&o);
+	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(fill(env, tr, 2, 0), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_checkpoint(env), 0);
+	cr_assert_eq(delete_most(env, tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(fill(env, tr, 1, 1), 0, "%s", tp_errmsg()); /* the freed pages, taken again */
+	cr_assert_eq(tp_checkpoint(env), 0);
+	tp_stats_get(env, &s);
+	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong: a live page was punched (%" PRIu64 " pages)", bad,
+		     s.pages_returned);
+	cr_assert_eq(tp_verify(env, 0, NULL), 0, "%s", tp_errmsg());
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong after a reopen", bad);
+	tp_tree_close(tr);
+	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
+	su_rmtree(dir);
+}
+
 /* ---- a power cut right after a punch ---- */
 
 typedef struct cut {
