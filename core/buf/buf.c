@@ -745,6 +745,8 @@ int buf_refill(buf_pool *bp, uint64_t first, uint64_t n)
 {
 	uint64_t have;
 	int rc;
+	if (bp->readonly) /* nothing is written back */
+		return 0;
 	if ((rc = buf_file_pages(bp, &have)) != 0)
 		return rc;
 	if (first >= have)
