@@ -50,6 +50,10 @@
  *     punch finds the page as it was or zeros, and needs neither.  Runs of
  *     pages go in one call, by the thread that took the checkpoint (the
  *     background one with opt.background): no commit waits for it.
+ *     Not while the file system has less room than the log segments the
+ *     engine keeps ahead (E1) and has not made yet: the log would take the
+ *     blocks first, and the data that freed them could not get them back
+ *     (a full disk stays as full for data as it was).
  */
 #include "tp.h"
 #include "tp_test.h"
@@ -235,6 +239,15 @@ static void env_free(tp_env *env)
 	free(env);
 }
 
+/* E3: whether the file system has room for the log segments the engine
+ * still keeps ahead; if not, blocks given back would go to the log first,
+ * not to data (the page file keeps them: they are reused as they are). */
+static int space_may_return(tp_env *env)
+{
+	uint64_t free;
+	return io_fs_free(env->data, &free) != 0 || free >= log_space_ahead(env->lg);
+}
+
 /* bg: taken by the background thread (counted as such) */
 static int checkpoint(tp_env *env, int bg)
 {
@@ -246,7 +259,7 @@ static int checkpoint(tp_env *env, int bg)
 	pthread_mutex_lock(&env->ckpt_mu);
 	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn, &start);
 	/* E3: the master names the checkpoint; no recovery reads before start */
-	if (!rc && (rc = op_page_return(env->tm, start, &sp)) != 0) {
+	if (!rc && space_may_return(env) && (rc = op_page_return(env->tm, start, &sp)) != 0) {
 		/* a hole not made loses only space: the checkpoint stands */
 		util_err(rc, "%s: giving free pages back to the file system: %s", env->path, util_strerror(rc));
 		rc = 0;

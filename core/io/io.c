@@ -65,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -323,6 +324,16 @@ static int posix_punch(void *h, uint64_t off, uint64_t len)
 	return rc == EOPNOTSUPP ? ENOTSUP : rc;
 }
 
+static int posix_fs_free(void *h, uint64_t *bytes)
+{
+	posix_file *pf = h;
+	struct statvfs sv;
+	if (fstatvfs(pf->pf_fd, &sv) < 0)
+		return errno;
+	*bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}
+
 static void posix_writeback(void *h, uint64_t off, uint64_t len)
 {
 	posix_file *pf = h;
@@ -386,6 +397,7 @@ static const io_backend io_posix = {
 	.reserve = posix_reserve,
 	.reserve_range = posix_reserve_range,
 	.punch = posix_punch,
+	.fs_free = posix_fs_free,
 	.writeback = posix_writeback,
 	.willneed = posix_willneed,
 	.mkdir = posix_mkdir,
@@ -677,6 +689,11 @@ int io_punch(io_file *f, uint64_t off, uint64_t len)
 	if ((rc = f->io_be->punch(f->io_h, off, len)) == ENOTSUP)
 		return ENOTSUP;
 	return rc ? io_fail_at(rc, "fallocate (punch hole)", f->io_path, off, (size_t)len) : 0;
+}
+
+int io_fs_free(io_file *f, uint64_t *bytes)
+{
+	return f->io_be->fs_free ? f->io_be->fs_free(f->io_h, bytes) : ENOTSUP;
 }
 
 void io_writeback(io_file *f, uint64_t off, uint64_t len)

@@ -91,6 +91,9 @@ int io_reserve_range(io_file *f, uint64_t off, uint64_t len);
  * before may leave any part of the range as it was.  ENOTSUP: the backend
  * or the file system has no holes, and nothing changed. */
 int io_punch(io_file *f, uint64_t off, uint64_t len);
+/* Bytes the file system holding f can still give (statvfs f_bavail).
+ * ENOTSUP: the backend cannot tell (the crash simulator: plenty). */
+int io_fs_free(io_file *f, uint64_t *bytes);
 /* Starts writing [off, off+len) of f to the disk without waiting (a hint,
  * sync_file_range): a later io_sync then has less left to wait for.  It
  * makes nothing durable. */
@@ -141,6 +144,7 @@ typedef struct io_backend {
 	/* NULL: truncate to a larger size if off+len is past the end */
 	int (*reserve_range)(void *h, uint64_t off, uint64_t len);
 	int (*punch)(void *h, uint64_t off, uint64_t len); /* NULL: ENOTSUP */
+	int (*fs_free)(void *h, uint64_t *bytes);          /* NULL: ENOTSUP */
 	void (*writeback)(void *h, uint64_t off, uint64_t len); /* NULL: nothing */
 	void (*willneed)(void *h, uint64_t off, uint64_t len);  /* NULL: nothing */
 	int (*mkdir)(const char *path);
