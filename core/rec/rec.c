@@ -373,10 +373,12 @@ static int cmp_u64(const void *x, const void *y)
  * its blocks again first, runs of pages in one call. */
 static int dpt_refill(buf_pool *bp, const dpt *d)
 {
-	uint64_t *v = d->n ? malloc(d->n * sizeof *v) : NULL;
+	if (!d->n)
+		return 0;
+	uint64_t *v = malloc(d->n * sizeof *v);
 	size_t k = 0;
 	int rc = 0;
-	if (d->n && !v)
+	if (!v)
 		return ENOMEM;
 	for (size_t i = 0; i < d->cap; i++)
 		if (d->keys[i])
