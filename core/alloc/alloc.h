@@ -55,4 +55,18 @@ int alloc_held(alloc_mgr *am, uint64_t pgno, int ordered);
  * *flushed says whether any waited (then a new search finds them). */
 int alloc_limbo_flush(alloc_mgr *am, int *flushed);
 
+/* Space that goes back to the file system (alloc.c A4, A5) */
+/* pgno was allocated: it is no longer a candidate. */
+void alloc_taken(alloc_mgr *am, uint64_t pgno);
+/* The candidates whose freeing commit is older than before, ascending, in
+ * a malloc'ed array (*out NULL when none). */
+int alloc_returnable(alloc_mgr *am, uint64_t before, uint64_t **out, size_t *n);
+/* Takes n pages out of the candidates (returned, or found allocated). */
+void alloc_forget(alloc_mgr *am, const uint64_t *pgnos, size_t n);
+size_t alloc_returnable_count(alloc_mgr *am);
+/* Whether chunk (op_page.c numbers them) is known to have its disk blocks;
+ * alloc_chunk_mark says it is (1) or may not be (0). */
+int alloc_chunk_known(alloc_mgr *am, uint64_t chunk);
+void alloc_chunk_mark(alloc_mgr *am, uint64_t chunk, int known);
+
 #endif

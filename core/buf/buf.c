@@ -78,7 +78,10 @@
  *       recovery -- never needs new disk space, and a full disk fails the
  *       allocation, before anything is logged, never a write-back (B5).
  *       The last BUF_ROLLBACK_BYTES of the file's space go only to
- *       allocations of rollbacks and recovery.
+ *       allocations of rollbacks and recovery.  Pages given back to the
+ *       file system (holes, buf_punch) lose their blocks: the allocator
+ *       reserves them again (buf_refill) before it hands one out
+ *       (alloc.c A5), so the rule holds for them too.
  */
 #include "buf.h"
 
@@ -720,8 +723,9 @@ int buf_reserve(buf_pool *bp, uint64_t pages, int rollback)
 		uint64_t want = pages + margin;
 		if (have >= pages)
 			want = have;
-		else if ((rc = io_reserve(bp->f, want * bp->psize)) == ENOSPC) /* then without the margin */
-			rc = io_reserve(bp->f, (want = pages) * bp->psize);
+		else if ((rc = io_reserve_range(bp->f, have * bp->psize, (want - have) * bp->psize)) ==
+			 ENOSPC) /* then without the margin */
+			rc = io_reserve_range(bp->f, have * bp->psize, ((want = pages) - have) * bp->psize);
 		if (!rc)
 			bp->reserved = want;
 		if (have < pages)
@@ -732,6 +736,43 @@ int buf_reserve(buf_pool *bp, uint64_t pages, int rollback)
 	}
 	pthread_mutex_unlock(&bp->resv_mu);
 	return rc;
+}
+
+/* B14: only the growth is reserved here -- below the file's end, holes
+ * the page file was given back stay holes, and the allocator reserves a
+ * page's blocks again before it takes one (op_page.c, alloc.c A5). */
+int buf_refill(buf_pool *bp, uint64_t first, uint64_t n)
+{
+	uint64_t have;
+	int rc;
+	if (bp->readonly) /* nothing is written back */
+		return 0;
+	if ((rc = buf_file_pages(bp, &have)) != 0)
+		return rc;
+	if (first >= have)
+		return 0; /* past the end: buf_reserve's */
+	if (n > have - first)
+		n = have - first;
+	return io_reserve_range(bp->f, first * bp->psize, n * bp->psize);
+}
+
+int buf_punch(buf_pool *bp, uint64_t first, uint64_t n)
+{
+	if (bp->readonly)
+		return 0;
+	io_point("buf.punch");
+	int rc = io_punch(bp->f, first * bp->psize, n * bp->psize);
+	io_point("buf.punched");
+	return rc;
+}
+
+int buf_held_dirty(buf_pool *bp, uint64_t pgno)
+{
+	pthread_mutex_lock(&bp->mu);
+	buf_page *pg = hash_find(bp, pgno);
+	int dirty = pg && (pg->dirty || pg->pins || pg->loading);
+	pthread_mutex_unlock(&bp->mu);
+	return dirty;
 }
 
 int buf_space_short(buf_pool *bp) { return __atomic_load_n(&bp->short_space, __ATOMIC_RELAXED); }

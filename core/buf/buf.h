@@ -110,6 +110,17 @@ int buf_sync(buf_pool *bp);
  * split a B-tree page), so a full disk never stops an abort. */
 #define BUF_ROLLBACK_BYTES (1u << 20)
 int buf_reserve(buf_pool *bp, uint64_t pages, int rollback);
+/* Reserves the disk blocks of pages [first, first+n) below the file's end
+ * again (they may be holes, buf_punch): before a page there is handed out
+ * (B14).  ENOSPC when the disk cannot give them. */
+int buf_refill(buf_pool *bp, uint64_t first, uint64_t n);
+/* Gives the blocks of pages [first, first+n) back to the file system (a
+ * hole: they read as zeros; durable at the next buf_sync, io_punch).  The
+ * caller makes sure nothing can need their bytes (alloc.c A4).  ENOTSUP:
+ * the file system has no holes. */
+int buf_punch(buf_pool *bp, uint64_t first, uint64_t n);
+/* 1 if the pool holds pgno dirty, pinned or being read: not to be punched. */
+int buf_held_dirty(buf_pool *bp, uint64_t pgno);
 /* Whether the page file could not grow the last time it had to (ENOSPC):
  * the disk is full.  Cleared when it grows again. */
 int buf_space_short(buf_pool *bp);

@@ -41,6 +41,19 @@
  *     L17), so recovery runs as always but its pages and records stay in
  *     memory; no checkpoint is taken and no thread started.  tp_recovered() then tells whether it found work: the
  *     state seen is what a read-write open would make durable.
+ *
+ * E3  Free pages go back to the file system only from a checkpoint,
+ *     after its master is written: those whose freeing commit is older
+ *     than the log start it kept (alloc.c A4, op_page_return), as holes.
+ *     Every recovery from then on starts at or after that point, so none
+ *     redoes or undoes a record of such a page; a crash just after the
+ *     punch finds the page as it was or zeros, and needs neither.  Runs of
+ *     pages go in one call, by the thread that took the checkpoint (the
+ *     background one with opt.background): no commit waits for it.
+ *     Not while the file system has less room than the log segments the
+ *     engine keeps ahead (E1) and has not made yet: the log would take the
+ *     blocks first, and the data that freed them could not get them back
+ *     (a full disk stays as full for data as it was).
  */
 #include "tp.h"
 #include "tp_test.h"
@@ -226,15 +239,31 @@ static void env_free(tp_env *env)
 	free(env);
 }
 
+/* E3: whether the file system has room for the log segments the engine
+ * still keeps ahead; if not, blocks given back would go to the log first,
+ * not to data (the page file keeps them: they are reused as they are). */
+static int space_may_return(tp_env *env)
+{
+	uint64_t free;
+	return io_fs_free(env->data, &free) != 0 || free >= log_space_ahead(env->lg);
+}
+
 /* bg: taken by the background thread (counted as such) */
 static int checkpoint(tp_env *env, int bg)
 {
-	uint64_t lsn;
+	uint64_t lsn, start;
+	op_space sp = {0, 0};
 	int rc;
 	if (env->opt.readonly)
 		return 0;
 	pthread_mutex_lock(&env->ckpt_mu);
-	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn);
+	rc = rec_checkpoint(env->lg, env->bp, env->tm, env->st, &lsn, &start);
+	/* E3: the master names the checkpoint; no recovery reads before start */
+	if (!rc && space_may_return(env) && (rc = op_page_return(env->tm, start, &sp)) != 0) {
+		/* a hole not made loses only space: the checkpoint stands */
+		util_err(rc, "%s: giving free pages back to the file system: %s", env->path, util_strerror(rc));
+		rc = 0;
+	}
 	if (!rc && (buf_space_short(env->bp) || log_space_short(env->lg)))
 		(void)log_prepare(env->lg, TP_LOG_SEGS); /* E1: room may have come back */
 	if (!rc) {
@@ -243,6 +272,8 @@ static int checkpoint(tp_env *env, int bg)
 		pthread_mutex_lock(&env->bg_mu);
 		env->ckpts++;
 		env->ckpts_bg += bg != 0;
+		env->space_pages += sp.pages;
+		env->space_calls += sp.calls;
 		pthread_mutex_unlock(&env->bg_mu);
 	}
 	pthread_mutex_unlock(&env->ckpt_mu);
@@ -615,6 +646,12 @@ int tp_page_allocated(tp_env *env, uint64_t pgno, int *allocated)
 
 /* ---- statistics ---- */
 
+int tp_space_reserve(tp_env *env, uint64_t *reserve)
+{
+	*reserve = env->opt.readonly ? 0 : log_space_ahead(env->lg);
+	return 0;
+}
+
 void tp_stats_get(tp_env *env, tp_stats *s)
 {
 	log_stats ls;
@@ -645,6 +682,8 @@ void tp_stats_get(tp_env *env, tp_stats *s)
 	pthread_mutex_lock(&env->bg_mu);
 	s->checkpoints = env->ckpts;
 	s->checkpoints_bg = env->ckpts_bg;
+	s->pages_returned = env->space_pages;
+	s->punch_calls = env->space_calls;
 	pthread_mutex_unlock(&env->bg_mu);
 	s->rec_records = env->rec.records;
 	s->rec_redone = env->rec.redone;

@@ -32,6 +32,7 @@ struct tp_env {
 				     atomically, without ckpt_mu) */
 	uint64_t ckpt_ns;         /* when it was taken (likewise) */
 	uint64_t seg_seen;        /* atomic: the log segment its end was last seen in (E1) */
+	uint64_t space_pages, space_calls; /* under bg_mu: E3, pages punched, in calls */
 	uint64_t ckpts, ckpts_bg; /* under bg_mu (statistics need not wait for a checkpoint) */
 	/* opt.background: the checkpoint thread and what wakes it */
 	pthread_t bg;

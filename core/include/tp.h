@@ -229,6 +229,12 @@ int tp_verify(tp_env *env, int pages_ok, FILE *out);
 const char *tp_strerror(int rc);
 const char *tp_errmsg(void);
 
+/* Space: *reserve is the bytes of the host file system the engine will
+ * still take for itself, not for data -- the log segments it keeps ahead
+ * of the log's end (tp.c E1) that are not made yet.  What can still be
+ * written is the host's free space less this (df on a mount). */
+int tp_space_reserve(tp_env *env, uint64_t *reserve);
+
 /* Statistics since open, and what recovery did at open. */
 typedef struct tp_stats {
 	uint64_t commits, aborts;
@@ -237,6 +243,8 @@ typedef struct tp_stats {
 	uint64_t page_reads, page_writes, cache_hits, cache_misses;
 	uint64_t checkpoints;
 	uint64_t checkpoints_bg; /* of them, taken by the background thread */
+	uint64_t pages_returned; /* free pages given back to the file system (holes) */
+	uint64_t punch_calls;    /* in so many calls */
 	uint64_t log_segs_made, log_segs_recycled; /* segment files made new / reused */
 	uint64_t rec_records;   /* records scanned by recovery */
 	uint64_t rec_redone;    /* records redone */

@@ -36,8 +36,8 @@
  *     system call that set it.
  *     Failures also set util_err's message naming the operation and the
  *     path, so the error reaches the user with its cause.
- * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/rename/
- *     unlink/chmod on store files.
+ * I6  Only this file calls pread(v)/pwrite(v)/fdatasync/ftruncate/fallocate/
+ *     rename/unlink/chmod on store files.
  *     One place to simulate crashes and inject faults (the simulator
  *     reaches them through the POSIX backend or on its own fds).
  * I7  io_pwrite_durable either writes nothing and answers ENOTSUP, or is a
@@ -60,10 +60,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -301,6 +303,37 @@ static int posix_reserve(void *h, uint64_t size)
 	return posix_fallocate(pf->pf_fd, 0, (off_t)size); /* an errno, never -1 */
 }
 
+static int posix_reserve_range(void *h, uint64_t off, uint64_t len)
+{
+	posix_file *pf = h;
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return EFBIG;
+	return posix_fallocate(pf->pf_fd, (off_t)off, (off_t)len); /* an errno, never -1 */
+}
+
+static int posix_punch(void *h, uint64_t off, uint64_t len)
+{
+	posix_file *pf = h;
+	int rc;
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off)
+		return EFBIG;
+	do
+		rc = fallocate(pf->pf_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0 ? errno
+														  : 0;
+	while (rc == EINTR);
+	return rc == EOPNOTSUPP ? ENOTSUP : rc;
+}
+
+static int posix_fs_free(void *h, uint64_t *bytes)
+{
+	posix_file *pf = h;
+	struct statvfs sv;
+	if (fstatvfs(pf->pf_fd, &sv) < 0)
+		return errno;
+	*bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	return 0;
+}
+
 static void posix_writeback(void *h, uint64_t off, uint64_t len)
 {
 	posix_file *pf = h;
@@ -362,6 +395,9 @@ static const io_backend io_posix = {
 	.size = posix_size,
 	.truncate = posix_truncate,
 	.reserve = posix_reserve,
+	.reserve_range = posix_reserve_range,
+	.punch = posix_punch,
+	.fs_free = posix_fs_free,
 	.writeback = posix_writeback,
 	.willneed = posix_willneed,
 	.mkdir = posix_mkdir,
@@ -624,6 +660,40 @@ int io_truncate(io_file *f, uint64_t size)
 	if ((rc = f->io_be->truncate(f->io_h, size)) != 0)
 		return io_fail_at(rc, "ftruncate", f->io_path, size, 0);
 	return 0;
+}
+
+int io_reserve_range(io_file *f, uint64_t off, uint64_t len)
+{
+	uint64_t size;
+	int rc;
+
+	if (len == 0)
+		return 0;
+	if (f->io_be->reserve_range)
+		rc = f->io_be->reserve_range(f->io_h, off, len);
+	else if ((rc = f->io_be->size(f->io_h, &size)) == 0 && size < off + len)
+		rc = f->io_be->truncate(f->io_h, off + len);
+	if (rc != 0)
+		return io_fail_at(rc, "fallocate", f->io_path, off, (size_t)len);
+	return 0;
+}
+
+int io_punch(io_file *f, uint64_t off, uint64_t len)
+{
+	int rc;
+
+	if (len == 0)
+		return 0;
+	if (!f->io_be->punch)
+		return ENOTSUP;
+	if ((rc = f->io_be->punch(f->io_h, off, len)) == ENOTSUP)
+		return ENOTSUP;
+	return rc ? io_fail_at(rc, "fallocate (punch hole)", f->io_path, off, (size_t)len) : 0;
+}
+
+int io_fs_free(io_file *f, uint64_t *bytes)
+{
+	return f->io_be->fs_free ? f->io_be->fs_free(f->io_h, bytes) : ENOTSUP;
 }
 
 void io_writeback(io_file *f, uint64_t off, uint64_t len)

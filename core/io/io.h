@@ -1,5 +1,6 @@
 /*
- * io -- every read, write, sync, truncate, rename and unlink of a store file.
+ * io -- every read, write, sync, truncate, hole punch, rename and unlink of
+ * a store file.
  *
  * No other module of the engine calls pread/pwrite/fsync/ftruncate/rename on
  * store files: they call io_*.  That single seam is what lets the testing
@@ -79,6 +80,20 @@ int io_truncate(io_file *f, uint64_t size);
  * (fallocate), so that writes below size never fail for lack of space;
  * never shrinks it.  ENOSPC when the disk cannot hold it. */
 int io_reserve(io_file *f, uint64_t size);
+/* Reserves blocks for [off, off+len) of f (fallocate), making f at least
+ * off+len long: the range io_reserve would cover, without touching what
+ * lies below off -- so holes io_punch made there stay holes.  ENOSPC when
+ * the disk cannot hold it. */
+int io_reserve_range(io_file *f, uint64_t off, uint64_t len);
+/* Gives [off, off+len) of f back to the file system (a hole: fallocate
+ * PUNCH_HOLE | KEEP_SIZE); the file's size does not change and the range
+ * reads as zeros.  Like a write, it is durable only after io_sync: a crash
+ * before may leave any part of the range as it was.  ENOTSUP: the backend
+ * or the file system has no holes, and nothing changed. */
+int io_punch(io_file *f, uint64_t off, uint64_t len);
+/* Bytes the file system holding f can still give (statvfs f_bavail).
+ * ENOTSUP: the backend cannot tell (the crash simulator: plenty). */
+int io_fs_free(io_file *f, uint64_t *bytes);
 /* Starts writing [off, off+len) of f to the disk without waiting (a hint,
  * sync_file_range): a later io_sync then has less left to wait for.  It
  * makes nothing durable. */
@@ -126,6 +141,10 @@ typedef struct io_backend {
 	int (*size)(void *h, uint64_t *out);
 	int (*truncate)(void *h, uint64_t size);
 	int (*reserve)(void *h, uint64_t size); /* NULL: truncate to a larger size */
+	/* NULL: truncate to a larger size if off+len is past the end */
+	int (*reserve_range)(void *h, uint64_t off, uint64_t len);
+	int (*punch)(void *h, uint64_t off, uint64_t len); /* NULL: ENOTSUP */
+	int (*fs_free)(void *h, uint64_t *bytes);          /* NULL: ENOTSUP */
 	void (*writeback)(void *h, uint64_t off, uint64_t len); /* NULL: nothing */
 	void (*willneed)(void *h, uint64_t off, uint64_t len);  /* NULL: nothing */
 	int (*mkdir)(const char *path);

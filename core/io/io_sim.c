@@ -18,6 +18,11 @@
  *   sync      the Nth sync crashes first if armed; otherwise the pending
  *             writes are applied to the real file with plain pwrite (no
  *             fsync: the real file is the disk) and dropped from memory.
+ *   punch     appends {off, len, no data} marked as a punch: reads see
+ *             zeros, size ignores it, sync punches the real file (or
+ *             writes zeros there); a crash applies it whole, drops it, or
+ *             applies a prefix of whole 4 KiB blocks (a punch is not torn
+ *             inside a block: the file system frees whole blocks).
  *   truncate  ftruncate of the real file at once (metadata is durable at
  *             once); pending writes past the new size are dropped or
  *             clipped, so they can neither be read nor reach the disk.
@@ -35,12 +40,12 @@
  * atexit handlers: a power cut.  Applying a later write and dropping an
  * earlier one models reordering.
  *
- * Faults: every data call (pread, pwrite, sync, truncate) increments
+ * Faults: every data call (pread, pwrite, sync, truncate, punch) increments
  * sim.calls first, counted from 1 since install; the call whose number is
  * the armed K gets the fault and fixes the fault's kind of call.  EIO fails
  * with EIO; ENOSPC fails pwrite and truncate with ENOSPC and pread and sync
  * with EIO; SHORT makes a pread or pwrite of more than one byte transfer
- * half of it (at least 1 byte) and succeed; on a sync or truncate, or a
+ * half of it (at least 1 byte) and succeed; on a sync, truncate or punch, or a
  * one-byte transfer, SHORT does nothing.  A failing call changes nothing
  * (a failed sync leaves the pending writes pending).  Sticky: every later
  * call of the same kind as call K (pread, pwrite, sync or truncate) gets
@@ -94,6 +99,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,12 +110,14 @@
 #define SIM_SECTOR 512
 #define SIM_MAX_POINTS 64 /* distinct io_point names counted */
 
-enum sim_op { SIM_PREAD = 1, SIM_PWRITE, SIM_SYNC, SIM_TRUNCATE };
+enum sim_op { SIM_PREAD = 1, SIM_PWRITE, SIM_SYNC, SIM_TRUNCATE, SIM_PUNCH };
+#define SIM_PUNCH_GRAIN 4096 /* a punch a crash cut ends at a multiple of it */
 
 typedef struct sim_write {
 	struct sim_write *sw_next; /* next younger write of the file */
 	uint64_t sw_off;
 	size_t sw_len;             /* > 0; clipped by truncate (I16) */
+	int sw_punch;              /* a hole punched: zeros, no data below */
 	unsigned char sw_data[];
 } sim_write;
 
@@ -140,7 +148,7 @@ static struct {
 	/* everything below under mu */
 	sim_file *files;
 	uint64_t rng;              /* splitmix64 state, seeded at install (I18) */
-	uint64_t calls, syncs, faults;
+	uint64_t calls, syncs, faults, punches;
 	uint64_t crash_sync;       /* 0 disarmed */
 	char *crash_point;         /* NULL disarmed */
 	uint64_t crash_point_nth;
@@ -223,7 +231,7 @@ static int sim_size_locked(sim_file *sf, uint64_t *out)
 		return errno;
 	size = (uint64_t)st.st_size;
 	for (sim_write *w = sf->sf_head; w != NULL; w = w->sw_next)
-		if (w->sw_off + w->sw_len > size)
+		if (!w->sw_punch && w->sw_off + w->sw_len > size) /* a punch keeps the size */
 			size = w->sw_off + w->sw_len;
 	*out = size;
 	return 0;
@@ -238,6 +246,36 @@ static void sim_free_writes(sim_file *sf)
 		free(w);
 	}
 	sf->sf_head = sf->sf_tail = NULL;
+}
+
+/* Punches [off, off+len) of the real file, or writes zeros there where it
+ * has no holes; never past its end (the punch kept the size). */
+static int sim_zero_all(int fd, uint64_t off, size_t len)
+{
+	static const unsigned char zeros[SIM_PUNCH_GRAIN];
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return errno;
+	if (off >= (uint64_t)st.st_size)
+		return 0;
+	if ((uint64_t)st.st_size - off < len)
+		len = (size_t)((uint64_t)st.st_size - off);
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+		return 0;
+	for (size_t done = 0; done < len;) {
+		size_t n = len - done < sizeof zeros ? len - done : sizeof zeros;
+		int rc = sim_write_all(fd, zeros, n, off + done);
+		if (rc != 0)
+			return rc;
+		done += n;
+	}
+	return 0;
+}
+
+/* Applies the first len bytes of pending write w to the real file. */
+static int sim_put(sim_file *sf, const sim_write *w, size_t len)
+{
+	return w->sw_punch ? sim_zero_all(sf->sf_fd, w->sw_off, len) : sim_write_all(sf->sf_fd, w->sw_data, len, w->sw_off);
 }
 
 #ifndef NDEBUG
@@ -270,7 +308,7 @@ static int sim_apply(sim_file *sf)
 	int rc;
 
 	while ((w = sf->sf_head) != NULL) {
-		if ((rc = sim_write_all(sf->sf_fd, w->sw_data, w->sw_len, w->sw_off)) != 0)
+		if ((rc = sim_put(sf, w, w->sw_len)) != 0)
 			return rc;
 		sf->sf_head = w->sw_next;
 		free(w);
@@ -314,6 +352,13 @@ _Noreturn static void sim_crash_locked(void)
 	for (sim_file *sf = sim.files; sf != NULL; sf = sf->sf_next) {
 		for (sim_write *w = sf->sf_head; w != NULL; w = w->sw_next) {
 			size_t len = w->sw_len;
+			if (w->sw_punch) { /* whole, not at all, or a prefix of whole blocks */
+				uint64_t r = sim_rand() % 3, blocks = (len + SIM_PUNCH_GRAIN - 1) / SIM_PUNCH_GRAIN;
+				len = r == 0 ? len : r == 1 || blocks < 2 ? 0 : (size_t)(1 + sim_rand() % (blocks - 1)) * SIM_PUNCH_GRAIN;
+				if (len > 0)
+					(void)sim_put(sf, w, len);
+				continue;
+			}
 			switch (sim_rand() % 3) {
 			case 0: /* whole */
 				break;
@@ -334,7 +379,7 @@ _Noreturn static void sim_crash_locked(void)
 				break;
 			}
 			if (len > 0)
-				(void)sim_write_all(sf->sf_fd, w->sw_data, len, w->sw_off);
+				(void)sim_put(sf, w, len);
 		}
 	}
 	_exit(IOSIM_CRASH_EXIT);
@@ -490,7 +535,9 @@ static int sim_pread(void *h, void *buf, size_t len, uint64_t off, size_t *done)
 	for (sim_write *w = sf->sf_head; w != NULL; w = w->sw_next) { /* I13 */
 		uint64_t lo = w->sw_off > off ? w->sw_off : off;
 		uint64_t hi = w->sw_off + w->sw_len < off + n ? w->sw_off + w->sw_len : off + n;
-		if (lo < hi)
+		if (lo < hi && w->sw_punch)
+			memset(p + (lo - off), 0, (size_t)(hi - lo));
+		else if (lo < hi)
 			memcpy(p + (lo - off), w->sw_data + (lo - w->sw_off), (size_t)(hi - lo));
 	}
 	*done = n;
@@ -539,6 +586,7 @@ static int sim_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t
 	w->sw_next = NULL;
 	w->sw_off = off;
 	w->sw_len = len;
+	w->sw_punch = 0;
 	memcpy(w->sw_data, buf, len);
 	if (sf->sf_tail != NULL)
 		sf->sf_tail->sw_next = w;
@@ -631,6 +679,55 @@ out:
 	return rc;
 }
 
+/* A punch is a pending write of zeros that keeps the size and holds no
+ * data: reads see zeros at once, a sync makes it a hole of the real file,
+ * and a crash applies all of it, none, or a prefix of whole 4 KiB blocks. */
+static int sim_punch(void *h, uint64_t off, uint64_t len)
+{
+	sim_handle *sh = h;
+	sim_file *sf = sh->sh_file;
+	uint64_t size;
+	sim_write *w;
+	int rc, shorten;
+
+	sim_lock();
+	sim.calls++;
+	if (sh->sh_rdonly) {
+		rc = EBADF;
+		goto out;
+	}
+	if ((rc = sim_fault(SIM_PUNCH, &shorten)) != 0)
+		goto out;
+	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off) {
+		rc = EFBIG;
+		goto out;
+	}
+	if ((rc = sim_size_locked(sf, &size)) != 0)
+		goto out;
+	if (off >= size || len == 0)
+		goto out;
+	if (size - off < len)
+		len = size - off;
+	if ((w = malloc(sizeof *w)) == NULL) {
+		rc = ENOMEM;
+		goto out;
+	}
+	w->sw_next = NULL;
+	w->sw_off = off;
+	w->sw_len = (size_t)len;
+	w->sw_punch = 1;
+	if (sf->sf_tail != NULL)
+		sf->sf_tail->sw_next = w;
+	else
+		sf->sf_head = w;
+	sf->sf_tail = w;
+	sim.punches++;
+	assert(sim_check_file(sf));
+out:
+	sim_unlock();
+	return rc;
+}
+
 static int sim_mkdir(const char *path) { return io_posix_backend()->mkdir(path); }
 static int sim_rename(const char *from, const char *to) { return io_posix_backend()->rename(from, to); }
 static int sim_unlink(const char *path) { return io_posix_backend()->unlink(path); }
@@ -667,6 +764,7 @@ static const io_backend sim_backend = {
 	.sync = sim_sync,
 	.size = sim_size,
 	.truncate = sim_truncate,
+	.punch = sim_punch,
 	.mkdir = sim_mkdir,
 	.rename = sim_rename,
 	.unlink = sim_unlink,
@@ -679,7 +777,7 @@ static const io_backend sim_backend = {
 
 static void sim_reset_locked(void)
 {
-	sim.calls = sim.syncs = sim.faults = 0;
+	sim.calls = sim.syncs = sim.faults = sim.punches = 0;
 	sim.crash_sync = 0;
 	free(sim.crash_point);
 	sim.crash_point = NULL;
@@ -746,6 +844,16 @@ uint64_t iosim_syncs(void)
 
 	sim_lock();
 	n = sim.syncs;
+	sim_unlock();
+	return n;
+}
+
+uint64_t iosim_punches(void)
+{
+	uint64_t n;
+
+	sim_lock();
+	n = sim.punches;
 	sim_unlock();
 	return n;
 }

@@ -13,8 +13,10 @@
  *     pending write of each file: apply it whole, drop it, or tear it (apply
  *     only a prefix that ends inside a 512-byte sector), then _exit()s with
  *     IOSIM_CRASH_EXIT.  That is a power cut that loses unsynced writes.
+ *   - models io_punch as a pending write of zeros that keeps the size (a
+ *     crash may apply all of it, none, or a prefix of whole 4 KiB blocks).
  *   - injects a fault at the Kth data call (pread, pwrite, sync, truncate,
- *     counted together from 1): EIO, ENOSPC, or a short transfer.
+ *     punch, counted together from 1): EIO, ENOSPC, or a short transfer.
  *
  * Names (mkdir, rename, unlink, creation) take effect at once and are
  * durable, as on a file system that journals metadata synchronously.
@@ -49,6 +51,8 @@ _Noreturn void iosim_crash_now(void);
 /* Counters since install. */
 uint64_t iosim_syncs(void);
 uint64_t iosim_calls(void);
+/* Hole punches (io_punch) the simulator took since install. */
+uint64_t iosim_punches(void);
 uint64_t iosim_point_hits(const char *name);
 
 /* Fault at data call number call (1-based); sticky: every later call of the

@@ -1000,6 +1000,16 @@ uint64_t log_start(log_mgr *lg)
 	return s;
 }
 
+uint64_t log_space_ahead(log_mgr *lg)
+{
+	pthread_mutex_lock(&lg->mu);
+	uint64_t want = lg->end / lg->seg + lg->spares, n = want > lg->max_seg ? want - lg->max_seg : 0;
+	if (lg->readonly)
+		n = 0;
+	pthread_mutex_unlock(&lg->mu);
+	return n * lg->seg;
+}
+
 uint64_t log_oldest(log_mgr *lg)
 {
 	uint64_t start = log_start(lg), k = start / lg->seg;

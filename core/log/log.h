@@ -111,6 +111,10 @@ uint64_t log_durable(log_mgr *lg);  /* every byte below this is durable */
  * failed with), or NULL. */
 const char *log_damage(const log_mgr *lg);
 uint64_t log_start(log_mgr *lg);    /* oldest LSN kept */
+/* Bytes of segment files the log may still make before it only reuses
+ * recycled ones: up to cfg->spares segments ahead of the one its end is
+ * in, less those already there. */
+uint64_t log_space_ahead(log_mgr *lg);
 /* The oldest LSN whose segment files are all still present: below
  * log_start, records recovery no longer needs (inspection only). */
 uint64_t log_oldest(log_mgr *lg);

@@ -140,4 +140,13 @@ void bt_init_print(FILE *out, const log_rec *r);
 void bt_cell_print(FILE *out, const log_rec *r);
 void bt_link_print(FILE *out, const log_rec *r);
 
+/* Space: gives the disk blocks of free pages back to the file system
+ * (holes), those whose freeing commit is older than before -- the redo
+ * start of a completed checkpoint (alloc.c A4).  Runs of pages go in one
+ * call; what it did in *sp. */
+typedef struct op_space {
+	uint64_t pages, calls; /* pages punched, in so many calls */
+} op_space;
+int op_page_return(txn_mgr *tm, uint64_t before, op_space *sp);
+
 #endif

@@ -341,11 +341,33 @@ static uint64_t open_byte(const unsigned char *body, uint64_t i, uint64_t end)
 	return end;
 }
 
+/* Pages in a group's chunk (alloc.c A5): reserved again as one range. */
+#define CHUNK_PAGES 64
+
+static uint64_t chunk_of(uint64_t g, uint64_t grp, uint64_t i)
+{
+	return grp * ((g + CHUNK_PAGES - 1) / CHUNK_PAGES) + i / CHUNK_PAGES;
+}
+
+/* Pages a failed reserve sent the search past (a hole on a full disk). */
+typedef struct skipset {
+	uint64_t pg[16];
+	int n;
+} skipset;
+
+static int skipped(const skipset *sk, uint64_t pgno)
+{
+	for (int i = 0; sk && i < sk->n; i++)
+		if (sk->pg[i] == pgno)
+			return 1;
+	return 0;
+}
+
 /* First clear bit >= 1 of a bitmap body, from bit `from` on and then from
  * the start, that no open transaction freed (alloc.c A1), nor for ordered data a
- * commit not yet durable (A2). */
+ * commit not yet durable (A2), nor a hole a full disk could not fill (sk). */
 static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_t first, uint64_t from, int ordered,
-		     uint32_t *bit)
+		     const skipset *sk, uint32_t *bit)
 {
 	uint64_t nbytes = g / 8, start = from / 8;
 	for (int pass = 0; pass < 2; pass++) {
@@ -355,7 +377,7 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 				uint64_t i = byte * 8 + b;
 				if (i == 0 || (body[byte] >> b) & 1)
 					continue;
-				if (alloc_held(txn_mgr_alloc(tm), first + i, ordered))
+				if (alloc_held(txn_mgr_alloc(tm), first + i, ordered) || skipped(sk, first + i))
 					continue;
 				*bit = (uint32_t)i;
 				return 1;
@@ -363,6 +385,24 @@ static int find_free(txn_mgr *tm, const unsigned char *body, uint64_t g, uint64_
 		}
 	}
 	return 0;
+}
+
+/* A5: the page's chunk gets its disk blocks again, unless known to have
+ * them (bitmap page bm X-latched, so no punch of the group runs): the
+ * whole chunk, or on a full disk the page alone.  ENOSPC: the page is a
+ * hole the disk cannot fill. */
+static int chunk_reserve(buf_pool *bp, alloc_mgr *am, uint64_t g, uint64_t grp, uint64_t bm, uint32_t bit)
+{
+	uint64_t c = chunk_of(g, grp, bit), lo = (uint64_t)bit / CHUNK_PAGES * CHUNK_PAGES;
+	int rc;
+	if (alloc_chunk_known(am, c))
+		return 0;
+	uint64_t n = g - lo < CHUNK_PAGES ? g - lo : CHUNK_PAGES;
+	if ((rc = buf_refill(bp, bm + lo, n)) == 0)
+		alloc_chunk_mark(am, c, 1);
+	else if (rc == ENOSPC)
+		rc = buf_refill(bp, bm + bit, 1);
+	return rc;
 }
 
 /* A logged update in t, or an unlogged one when t is NULL. */
@@ -384,6 +424,7 @@ static int alloc_bit(txn *t, txn_mgr *tm, int ordered, uint64_t *pgno)
 	uint64_t g = op_group_pages(ps);
 	int rollback = t && txn_rolling_back(t);
 	int retried = 0, flushed;
+	skipset sk = {.n = 0};
 	unsigned char arg[4];
 	buf_page *pg;
 	uint32_t bit;
@@ -396,7 +437,7 @@ again:
 			return rc;
 		uint64_t rover = ordered ? alloc_rover(am) : 0; /* sequential data stays O(1) */
 		uint64_t from = rover > bm && rover - bm < g ? rover - bm : 0;
-		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, from, ordered, &bit)) {
+		if (!find_free(tm, buf_data(pg) + BUF_HDR, g, bm, from, ordered, &sk, &bit)) {
 			buf_put(bp, pg);
 			alloc_full(am, grp);
 			continue;
@@ -415,8 +456,18 @@ again:
 			}
 			return rc;
 		}
+		if ((rc = chunk_reserve(bp, am, g, grp, bm, bit)) != 0) { /* B14, alloc.c A5 */
+			buf_put(bp, pg);
+			if (rc == ENOSPC && sk.n < (int)(sizeof sk.pg / sizeof sk.pg[0])) {
+				sk.pg[sk.n++] = bm + bit; /* a hole the full disk cannot fill: another page */
+				goto again;
+			}
+			return rc;
+		}
 		util_put32(arg, bit);
 		rc = upd(t, tm, pg, OP_PAGE_ALLOC, arg, 4);
+		if (!rc)
+			alloc_taken(am, bm + bit); /* A4: no longer to be given back */
 		buf_put(bp, pg);
 		if (rc)
 			return rc;
@@ -518,3 +569,77 @@ int op_page_alloc(txn *t, uint16_t type, uint64_t *pgno) { return page_alloc(t, 
 int op_page_free(txn *t, uint64_t pgno) { return page_free(t, txn_mgr_of(t), pgno); }
 int op_page_alloc_unlogged(txn_mgr *tm, uint16_t type, uint64_t *pgno) { return page_alloc(NULL, tm, type, pgno); }
 int op_page_free_unlogged(txn_mgr *tm, uint64_t pgno) { return page_free(NULL, tm, pgno); }
+
+/* ---- space that goes back to the file system (alloc.c A4) ---- */
+
+/* Punches the run [first, first+n) (bitmap latched): its chunks are
+ * unknown first (A5), so no allocation skips reserving them again. */
+static int punch_run(buf_pool *bp, alloc_mgr *am, uint64_t g, uint64_t grp, uint64_t bm, uint64_t first, uint64_t n,
+		     op_space *sp)
+{
+	if (!n)
+		return 0;
+	for (uint64_t c = chunk_of(g, grp, first - bm); c <= chunk_of(g, grp, first + n - 1 - bm); c++)
+		alloc_chunk_mark(am, c, 0);
+	int rc = buf_punch(bp, first, n);
+	if (rc == 0) {
+		sp->pages += n;
+		sp->calls++;
+	}
+	return rc;
+}
+
+int op_page_return(txn_mgr *tm, uint64_t before, op_space *sp)
+{
+	buf_pool *bp = txn_mgr_pool(tm);
+	alloc_mgr *am = txn_mgr_alloc(tm);
+	uint64_t g = op_group_pages(buf_page_size(bp));
+	uint64_t *cand, *done;
+	size_t n, nd = 0;
+	int rc;
+
+	memset(sp, 0, sizeof *sp);
+	if ((rc = alloc_returnable(am, before, &cand, &n)) != 0 || !n)
+		return rc;
+	if (!(done = malloc(n * sizeof *done))) {
+		free(cand);
+		return ENOMEM;
+	}
+	for (size_t i = 0; i < n && !rc;) {
+		uint64_t grp = (cand[i] - 1) / g, bm = 1 + grp * g;
+		buf_page *pg;
+		/* the group's bitmap X-latched: no allocation in it meanwhile */
+		if ((rc = buf_get(bp, bm, BUF_X, &pg)) != 0)
+			break;
+		const unsigned char *body = buf_data(pg) + BUF_HDR;
+		uint64_t run = 0, run_n = 0;
+		for (; i < n && (cand[i] - 1) / g == grp && !rc; i++) {
+			uint64_t p = cand[i], bit = p - bm;
+			if (bit == 0 || (body[bit / 8] >> (bit % 8)) & 1) {
+				done[nd++] = p; /* allocated again (or a bitmap): not a candidate */
+				continue;
+			}
+			/* A4: no open transaction freed it (A1), no commit a
+			 * crash may lose (A2), no frame that could write it */
+			if (alloc_held(am, p, 1) || buf_held_dirty(bp, p))
+				continue;
+			done[nd++] = p;
+			if (run_n && run + run_n == p) {
+				run_n++;
+				continue;
+			}
+			rc = punch_run(bp, am, g, grp, bm, run, run_n, sp);
+			run = p;
+			run_n = 1;
+		}
+		if (!rc)
+			rc = punch_run(bp, am, g, grp, bm, run, run_n, sp);
+		buf_put(bp, pg);
+	}
+	if (rc == ENOTSUP) /* a file system without holes: nothing to give back */
+		rc = 0;
+	alloc_forget(am, done, nd);
+	free(done);
+	free(cand);
+	return rc;
+}

@@ -42,6 +42,8 @@
  *       holds every page analysis found named (a power cut may have lost
  *       the file's growth: then recovery asks for it first, and refuses
  *       cleanly if the disk cannot give it, before it writes anything).
+ *       Pages of the dirty-page table get their blocks again too (they may
+ *       be holes whose new blocks the power cut lost, alloc.c A5).
  *       The checkpoint that ends recovery and the one of a clean close log
  *       into the log's spare segment (L8) and write back only such pages.
  *   R7  Undo hands out pages as normal processing does.
@@ -247,7 +249,7 @@ int rec_first_checkpoint(log_mgr *lg, uint64_t *ckpt_lsn)
 	return ckpt_log(lg, log_end(lg), 1, NULL, NULL, ckpt_lsn, &redo);
 }
 
-int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn)
+int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn, uint64_t *log_start)
 {
 	uint64_t horizon, redo, start;
 	int rc;
@@ -270,6 +272,7 @@ int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *
 		return rc;
 	}
 	io_point("rec.ckpt.master");
+	*log_start = start;
 	return log_truncate(lg, start);
 }
 
@@ -357,6 +360,39 @@ static void prog_show(prog *p, const char *phase, uint64_t done, uint64_t total)
 	fprintf(stderr, "\rtpfs: recovery: %s %3u%%", phase, total ? (unsigned)(100 * done / total) : 100u);
 	fflush(stderr);
 	p->shown = 1;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* R6 for holes (alloc.c A5): a page redo writes back may be one the file
+ * gave back whose new blocks a power cut lost; every page of the DPT gets
+ * its blocks again first, runs of pages in one call. */
+static int dpt_refill(buf_pool *bp, const dpt *d)
+{
+	if (!d->n)
+		return 0;
+	uint64_t *v = malloc(d->n * sizeof *v);
+	size_t k = 0;
+	int rc = 0;
+	if (!v)
+		return ENOMEM;
+	for (size_t i = 0; i < d->cap; i++)
+		if (d->keys[i])
+			v[k++] = d->keys[i] - 1;
+	qsort(v, k, sizeof *v, cmp_u64);
+	for (size_t i = 0; i < k && !rc;) {
+		size_t j = i + 1;
+		while (j < k && v[j] == v[j - 1] + 1)
+			j++;
+		rc = buf_refill(bp, v[i], j - i);
+		i = j;
+	}
+	free(v);
+	return rc;
 }
 
 /* Clears the progress line, if one was shown. */
@@ -532,6 +568,11 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, int progress, txn_
 	if (a.max_pgno && (rc = buf_reserve(bp, a.max_pgno + 1, 1)) != 0) {
 		rc = util_err(rc, "recovery: %s; redo would write page %" PRIu64 " (make room on the disk)",
 			      util_errmsg(), a.max_pgno);
+		goto out;
+	}
+	if ((rc = dpt_refill(bp, &a.dp)) != 0) {
+		rc = util_err(rc, "recovery: %s; redo would write a page the file gave back (make room on the disk)",
+			      util_errmsg());
 		goto out;
 	}
 	if ((rc = redo(lg, bp, &pg, &a, res)) != 0)

@@ -30,8 +30,10 @@ int rec_recover(log_mgr *lg, buf_pool *bp, uint64_t ckpt_lsn, int progress, txn_
 
 /* Takes a fuzzy checkpoint: writes back dirty pages, logs the transaction
  * and dirty-page tables, moves the master, recycles unneeded segments.
- * *ckpt_lsn is the new checkpoint's LSN. */
-int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn);
+ * *ckpt_lsn is the new checkpoint's LSN; *log_start the log start it kept
+ * (R3: at or before its redo start and every open transaction's first
+ * record -- no recovery from now on reads a record older). */
+int rec_checkpoint(log_mgr *lg, buf_pool *bp, txn_mgr *tm, store *st, uint64_t *ckpt_lsn, uint64_t *log_start);
 
 /* Whether the checkpoint at ckpt_lsn left recovery nothing to do by
  * itself: it names no open transaction and no dirty page (a clean close's

@@ -141,8 +141,16 @@ static int tp_space(be_store *s, uint64_t *total, uint64_t *avail)
 	struct statvfs sv;
 	if (statvfs(((tps *)s)->path, &sv) != 0)
 		return errno;
+	uint64_t reserve;
+	int rc = tp_space_reserve(ENV(s), &reserve);
+	if (rc)
+		return out(rc);
 	*total = (uint64_t)sv.f_blocks * sv.f_frsize;
 	*avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	/* what data can still take: the log segments the engine keeps ahead
+	 * (tp.c E1) come out of the same free space first; free pages go back
+	 * to the file system at checkpoints (E3), so they are in f_bavail */
+	*avail = *avail > reserve ? *avail - reserve : 0;
 	return 0;
 }
 

@@ -399,8 +399,8 @@ err:
 
 int su_engine_checkpoint(su_engine *e)
 {
-	uint64_t lsn;
-	return rec_checkpoint(e->lg, e->bp, e->tm, e->st, &lsn);
+	uint64_t lsn, start;
+	return rec_checkpoint(e->lg, e->bp, e->tm, e->st, &lsn, &start);
 }
 
 static void engine_free(su_engine *e)

@@ -60,6 +60,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 
 const char *const wl_points[WL_NPOINTS] = {
 	"log.flush.written", "txn.commit.logged", "txn.commit.durable", "rec.ckpt.logged", "rec.ckpt.master",
+	"buf.punch", "buf.punched", /* before and after a hole is punched (space return, E3) */
 };
 
 #define WL_MAGIC 0x524f4c57u /* "WLOR" */

@@ -180,7 +180,7 @@ int wl_copy_store(const char *src, const char *dst);
 /* ---- children ---- */
 
 /* Memory shared with forked children: counters and the first failure. */
-#define WL_NPOINTS 5
+#define WL_NPOINTS 7
 extern const char *const wl_points[WL_NPOINTS];
 
 typedef struct wl_shared {

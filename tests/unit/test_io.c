@@ -1233,6 +1233,98 @@ Test(crash, truncate_trims_pending_writes)
 	cr_assert_gt(seen[OUT_ABSENT], 0);
 }
 
+/* A punch: zeros at once for readers, the size kept, a hole after the sync
+ * (st_blocks drops); unsynced, a crash leaves each 4 KiB block of it
+ * either as it was or zeros, and a write made after it wins over it. */
+static void punch_workload(uint64_t seed, void *arg)
+{
+	const char *path = arg;
+	unsigned char w[16384], r[16384];
+	io_file *f;
+
+	iosim_install(seed);
+	CK(io_open(path, IO_CREATE, &f) == 0);
+	memset(w, OLD, sizeof w);
+	CK(io_pwrite(f, w, sizeof w, 0) == 0);
+	CK(io_sync(f) == 0);
+	CK(io_punch(f, 4096, 12288) == 0); /* blocks 1..3 */
+	uint64_t size;
+	CK(io_size(f, &size) == 0 && size == sizeof w);
+	CK(io_pread(f, r, sizeof r, 0, NULL) == 0);
+	CK(all_eq(r, 4096, OLD) && all_eq(r + 4096, 12288, 0));
+	fill(w, 4096, 9);
+	CK(io_pwrite(f, w, 4096, 8192) == 0); /* block 2 written again */
+	CK(iosim_punches() == 1);
+	iosim_crash_now();
+}
+
+static void punch_sync_workload(uint64_t seed, void *arg)
+{
+	const char *path = arg;
+	unsigned char w[1 << 20];
+	io_file *f;
+
+	iosim_install(seed);
+	CK(io_open(path, IO_CREATE, &f) == 0);
+	fill(w, sizeof w, 3);
+	CK(io_pwrite(f, w, sizeof w, 0) == 0);
+	CK(io_sync(f) == 0);
+	CK(io_punch(f, 0, sizeof w - 4096) == 0);
+	CK(io_sync(f) == 0);
+	iosim_crash_now();
+}
+
+Test(crash, punch_is_zeros_whole_none_or_whole_blocks)
+{
+	char p[PATH_MAX];
+	unsigned char disk[16384], w[4096];
+	int seen[3] = {0, 0, 0}; /* punch gone, whole, a prefix of blocks */
+
+	tp(p, "a");
+	fill(w, sizeof w, 9);
+	for (uint64_t seed = 1; seed <= 60; seed++) {
+		unlink(p);
+		int rc = run_child(punch_workload, seed, p);
+		cr_assert_eq(rc, IOSIM_CRASH_EXIT, "seed %llu: exit %d", (unsigned long long)seed, rc);
+		cr_assert_eq(raw_size(p), sizeof disk, "seed %llu: a punch keeps the size", (unsigned long long)seed);
+		raw_read(p, disk, sizeof disk, 0);
+		cr_assert(all_eq(disk, 4096, OLD), "seed %llu: block 0 was never punched", (unsigned long long)seed);
+		int z1 = all_eq(disk + 4096, 4096, 0), z3 = all_eq(disk + 12288, 4096, 0);
+		cr_assert(z1 || all_eq(disk + 4096, 4096, OLD), "seed %llu: block 1 neither old nor zeros",
+			  (unsigned long long)seed);
+		cr_assert(z3 || all_eq(disk + 12288, 4096, OLD), "seed %llu: block 3 neither old nor zeros",
+			  (unsigned long long)seed);
+		cr_assert(z1 || !z3, "seed %llu: a crash cuts a punch to a prefix, never a later part alone",
+			  (unsigned long long)seed);
+		/* block 2: a prefix of the later write (whole, torn or none),
+		 * over old bytes or zeros */
+		size_t pre = 0;
+		while (pre < 4096 && disk[8192 + pre] == w[pre])
+			pre++;
+		cr_assert(all_eq(disk + 8192 + pre, 4096 - pre, OLD) || all_eq(disk + 8192 + pre, 4096 - pre, 0),
+			  "seed %llu: block 2 is none of its versions", (unsigned long long)seed);
+		seen[z1 && z3 ? 1 : !z1 ? 0 : 2]++;
+	}
+	cr_assert_gt(seen[0], 0, "some punches are lost");
+	cr_assert_gt(seen[1], 0, "some punches reach the disk whole");
+	cr_assert_gt(seen[2], 0, "some are cut at a block");
+
+	/* synced: a hole of the real file */
+	unlink(p);
+	cr_assert_eq(run_child(punch_sync_workload, 1, p), IOSIM_CRASH_EXIT);
+	struct stat st;
+	cr_assert_eq(stat(p, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, 1u << 20);
+	cr_assert_leq((uint64_t)st.st_blocks * 512, 64 * 1024, "after the sync the range is a hole: %llu bytes allocated",
+		      (unsigned long long)st.st_blocks * 512);
+	unsigned char *r = malloc(1 << 20), *w2 = malloc(1 << 20);
+	raw_read(p, r, 1 << 20, 0);
+	fill(w2, 1 << 20, 3);
+	cr_assert(all_eq(r, (1 << 20) - 4096, 0) && memcmp(r + (1 << 20) - 4096, w2 + (1 << 20) - 4096, 4096) == 0);
+	free(r);
+	free(w2);
+}
+
 /* crash_at_sync counts syncs of every file; crash_now works unarmed. */
 static void now_workload(uint64_t seed, void *arg)
 {

@@ -582,11 +582,20 @@ static int no_room(void *h, uint64_t size)
 	return ENOSPC;
 }
 
+static int no_room_range(void *h, uint64_t off, uint64_t len)
+{
+	(void)h;
+	(void)off;
+	(void)len;
+	return ENOSPC;
+}
+
 Test(pages, logged_allocation_on_a_full_disk_fails_cleanly)
 {
 	static io_backend full; /* files keep a pointer to it until closed */
 	full = *io_posix_backend();
 	full.reserve = no_room; /* the page file cannot grow */
+	full.reserve_range = no_room_range;
 	io_set_backend(&full);
 	open_engine(64);
 	txn *t = begin();
