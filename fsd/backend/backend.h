@@ -110,6 +110,10 @@ typedef struct be_options {
 /* Opens (and recovers) the store named name.  BE_EBADSTORE: not a store,
  * or no implementation claims the name. */
 int be_open(const char *name, const be_options *o, be_store **out);
+/* Makes a new, empty store named name: EEXIST if there is one (nothing
+ * changed).  BE_EINVAL from a store made otherwise: the embedded engine's
+ * is made by `tpfs mkfs PATH` through tp.h (be_tp.c has no mkfs). */
+int be_mkfs(const char *name, const be_options *o);
 /* Makes every committed transaction durable, then closes.  Transactions
  * still open are not committed (the next open rolls them back); their
  * handles must not be used afterwards, nor the trees'. */
@@ -253,6 +257,7 @@ static inline void be_cursor_close(be_cursor *c); /* NULL: nothing */
 struct be_ops {
 	const char *scheme; /* "NAME" of NAME://...; NULL: plain paths (the default store) */
 	int (*open)(const char *name, const be_options *o, be_store **out);
+	int (*mkfs)(const char *name, const be_options *o); /* NULL: made otherwise */
 	int (*private_)(const char *name, const char *logdir, int tighten, be_loose_fn *loose, void *arg,
 			unsigned *count);
 	const char *(*errmsg)(void);

@@ -644,6 +644,63 @@ out:
 	return rc;
 }
 
+int etcd_range_last(etcd_client *c, const void *key, size_t klen, const void *end, size_t elen,
+	int64_t rev, etcd_kv **out, int64_t *rev_out)
+{
+	json_object *req = json_object_new_object(), *ans = NULL, *kvs, *hdr = NULL;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!req || add_b64(req, "key", key, klen) || add_b64(req, "range_end", end, elen) ||
+		add_i64(req, "limit", 1) || (rev && add_i64(req, "revision", rev)) ||
+		json_object_object_add(req, "sort_order", json_object_new_string("DESCEND")) ||
+		json_object_object_add(req, "sort_target", json_object_new_string("KEY"))) {
+		set_err(rc, "etcd: out of memory");
+		goto out;
+	}
+	if ((rc = request(c, "/v3/kv/range", req, &ans)) != 0)
+		goto out;
+	json_object_object_get_ex(ans, "header", &hdr);
+	if (rev_out)
+		*rev_out = get_i64(hdr, "revision");
+	if (json_object_object_get_ex(ans, "kvs", &kvs) && json_object_array_length(kvs) > 0) {
+		rc = -ENOMEM;
+		if (!(*out = calloc(1, sizeof **out))) {
+			set_err(rc, "etcd: out of memory");
+			goto out;
+		}
+		if ((rc = kv_parse(json_object_array_get_idx(kvs, 0), *out)) != 0) {
+			etcd_kv_free(*out);
+			*out = NULL;
+			set_err(rc, "etcd /v3/kv/range: bad base64 in an answer");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_object_put(ans);
+	json_object_put(req);
+	return rc;
+}
+
+int etcd_status(etcd_client *c, int64_t *db_size, int64_t *revision)
+{
+	json_object *req = json_object_new_object(), *ans = NULL, *hdr = NULL;
+	int rc;
+	if (!req)
+		return set_err(-ENOMEM, "etcd: out of memory");
+	if ((rc = request(c, "/v3/maintenance/status", req, &ans)) == 0) {
+		if (db_size)
+			*db_size = get_i64(ans, "db_size");
+		json_object_object_get_ex(ans, "header", &hdr);
+		if (revision)
+			*revision = get_i64(hdr, "revision");
+	}
+	json_object_put(ans);
+	json_object_put(req);
+	return rc;
+}
+
 void etcd_range_free(etcd_range *r)
 {
 	size_t i;
@@ -743,6 +800,20 @@ int etcd_txn_compare(etcd_txn *t, const void *key, size_t klen, etcd_target targ
 		return set_err(-ENOMEM, "etcd: out of memory");
 	}
 	t->ncmp++;
+	return 0;
+}
+
+int etcd_txn_compare_range(etcd_txn *t, const void *key, size_t klen, const void *end, size_t elen,
+	etcd_target target, etcd_result op, int64_t value)
+{
+	json_object *cmp;
+	int rc = etcd_txn_compare(t, key, klen, target, op, value);
+	if (rc)
+		return rc;
+	/* the compare just added: give it its range_end */
+	cmp = json_object_array_get_idx(t->compare, json_object_array_length(t->compare) - 1);
+	if (add_b64(cmp, "range_end", end, elen))
+		return set_err(-ENOMEM, "etcd: out of memory");
 	return 0;
 }
 
