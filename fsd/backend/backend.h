@@ -7,7 +7,7 @@
  *
  * A store is named by a string: a plain path is the embedded engine
  * (be_tp.c, core/include/tp.h); NAME://... a store of that scheme
- * (none yet: issue 28's etcd:// goes to backend/cluster/).  be_open picks
+ * (etcd://HOSTS/NAME: the cluster store, backend/cluster/be_cluster.c).  be_open picks
  * the implementation by the name and every later call dispatches through
  * its ops table (struct be_ops), so a new store is one more file here and
  * one line in backend.c's registry, and the fs layer does not change.
@@ -82,8 +82,13 @@ typedef struct be_cursor {
  * held): the store remembers what the transaction read (keys and their
  * versions, absences, the ranges its cursors covered) and its commit
  * fails with BE_EDEADLOCK, applying nothing, if any of it changed since
- * -- the caller retries the call as after a deadlock.  A store declares
- * exactly one of the two. */
+ * -- the caller retries the call as after a deadlock.  A cursor's range
+ * is from where it was sought (BE_FIRST: the tree's start) to the last
+ * key it gave, or to the tree's end once it returned BE_ENOTFOUND: a key
+ * put into that range, changed or deleted there by another commit since
+ * is a conflict (phantoms included), with no help from the caller.
+ * Reads of t's own writes are not validated.  A store declares exactly
+ * one of the two. */
 enum { BE_CAP_LOCKS = 1 << 0, BE_CAP_VALIDATE = 1 << 1 };
 
 typedef struct be_caps {
