@@ -36,8 +36,6 @@
  *       created or changed since the scan; a key the scan gave and that
  *       was deleted since fails its own key compare), then every write.
  *       A failed compare: BE_EDEADLOCK, nothing applied; fs_run retries.
- *       A transaction that wrote nothing and read at most one key commits
- *       without a round trip (one read is consistent by itself).
  *   C5  A commit that writes also puts P "c/" ID "/" SEQ (ID: random, of
  *       this open; SEQ: the transaction's id).  etcd.c resends a txn that
  *       got no answer; when the resent one fails its compares (or the
@@ -49,6 +47,14 @@
  *       wrote it to their logs and synced (etcd's default): every commit
  *       is durable when it returns; BE_COMMIT_LAZY is ignored and be_sync
  *       has nothing to do.
+ *   C8  Every read of a transaction is made at one revision, that of its
+ *       first read (etcd keeps past revisions until a compaction, which
+ *       the test cluster never does; a compacted one: BE_EDEADLOCK, a
+ *       retry).  A transaction that wrote nothing therefore read one
+ *       consistent state -- the committed state after the writing
+ *       transactions up to that revision, which C4 serializes in revision
+ *       order -- and its commit sends nothing.  One that wrote is validated
+ *       by C4 against the latest state.
  *   C7  No locks (BE_CAP_VALIDATE): be_lock grants at once, nothing held.
  *       One daemon per cluster file system (issue 29 makes it several):
  *       inode numbers are allocated by the daemon in memory.
@@ -87,7 +93,7 @@ typedef struct cls {
 	int64_t lease;    /* under mu; 0: none yet */
 	int64_t lease_ms; /* under mu: when it was granted */
 	_Atomic uint64_t next_txid;
-	_Atomic uint64_t commits, aborts, aborts_empty, conflicts, round_trips;
+	_Atomic uint64_t commits, aborts, aborts_empty, conflicts, round_trips, reads; /* be_stats */
 } cls;
 
 typedef struct clt {
@@ -123,6 +129,7 @@ typedef struct clx {
 	be_txn pub;
 	cls *s;
 	uint64_t id;
+	int64_t rev; /* C8: the revision every read of t is made at; 0 before the first */
 	vec ws, rs;
 	rng *rg;
 	size_t nrg, crg;
@@ -449,7 +456,8 @@ static void cl_stats(be_store *bs, be_stats *o)
 {
 	cls *s = S(bs);
 	*o = (be_stats){.commits = s->commits, .aborts = s->aborts, .aborts_empty = s->aborts_empty,
-			.lock_deadlocks = s->conflicts, .log_flushes = s->round_trips};
+			.lock_deadlocks = s->conflicts, .log_flushes = s->round_trips,
+			.page_reads = s->reads}; /* etcd txns sent, etcd reads */
 }
 
 static int cl_space(be_store *bs, uint64_t *total, uint64_t *avail)
@@ -620,8 +628,8 @@ static int commit_(clx *x)
 	size_t idl = 0;
 	int rc, ok = 0;
 	int64_t lease = 0;
-	if (!x->ws.n && x->rs.n + x->nrg <= 1)
-		return 0; /* C4: nothing to apply, nothing to validate */
+	if (!x->ws.n)
+		return 0; /* C8: nothing to apply; what it read is one snapshot */
 	if ((rc = etcd_txn_new(&e)) != 0)
 		return eout(rc);
 	for (size_t i = 0; i < x->rs.n && !rc; i++) /* C4 */
@@ -718,10 +726,16 @@ static int cl_lock_cancel(be_txn *t) { (void)t; return 0; }
 /* Reads k from etcd (latest) into *kv (NULL: absent), recording it in x's read set (C3). */
 static int sget(cls *s, clx *x, const char *k, size_t kl, etcd_kv **kv)
 {
-	int rc = etcd_get(s->ec, k, kl, 0, kv, NULL);
+	int64_t seen = 0;
+	int rc = etcd_get(s->ec, k, kl, x ? x->rev : 0, kv, &seen);
+	atomic_fetch_add(&s->reads, 1);
+	if (rc == -ERANGE)
+		return err(BE_EDEADLOCK, "%s: the transaction's revision was compacted", s->uri);
 	if (rc)
 		return eout(rc);
 	if (x) {
+		if (!x->rev) /* C8 */
+			x->rev = seen;
 		int made;
 		ent *r = vadd(&x->rs, k, kl, &made);
 		if (!r) {
@@ -930,13 +944,17 @@ static int fetch(clc *c, const char *k, size_t kl, int gt)
 	memcpy(from, k, kl);
 	if (gt)
 		from[fl++] = 0;
-	rc = etcd_range_get(s->ec, from, fl, end, el, PAGE, c->rev, &c->pg);
+	int64_t at = c->rev ? c->rev : c->t ? c->t->rev : 0; /* C8 */
+	rc = etcd_range_get(s->ec, from, fl, end, el, PAGE, at, &c->pg);
+	atomic_fetch_add(&s->reads, 1);
 	if (rc == -ERANGE)
 		return err(BE_EDEADLOCK, "%s: the scan's revision was compacted", s->uri);
 	if (rc)
 		return eout(rc);
 	if (!c->rev) {
-		c->rev = c->pg->revision;
+		c->rev = at ? at : c->pg->revision; /* (the header's revision is the latest, not the one read at) */
+		if (c->t && !c->t->rev)
+			c->t->rev = c->rev;
 		if ((rc = begin_range(c, from, fl, c->rev)) != 0)
 			return rc;
 	}
@@ -1086,9 +1104,12 @@ static int cl_cursor_seek(be_cursor *bc, const void *key, size_t klen, int how)
 		}
 		etcd_kv *kv = NULL;
 		int64_t rev = 0;
-		if ((rc = etcd_range_last(c->tr->s->ec, c->tr->pfx, c->tr->pfxlen, end, el, 0, &kv, &rev)) != 0)
+		int64_t at = c->t ? c->t->rev : 0; /* C8 */
+		if ((rc = etcd_range_last(c->tr->s->ec, c->tr->pfx, c->tr->pfxlen, end, el, at, &kv, &rev)) != 0)
 			return eout(rc);
-		c->rev = rev;
+		c->rev = at ? at : rev;
+		if (c->t && !c->t->rev)
+			c->t->rev = c->rev;
 		if (!kv) {
 			if ((rc = begin_range(c, c->tr->pfx, c->tr->pfxlen, rev)) == 0)
 				rc = cover(c, NULL, 0);
