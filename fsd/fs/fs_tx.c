@@ -953,7 +953,7 @@ static const char *commit_failure(int e)
 {
 	switch (e) {
 	case ENOSPC: return "no space left on the store";
-	case EDEADLK: return "it lost a deadlock while committing";
+	case EDEADLK: return "it lost a deadlock (or a conflict) while committing";
 	case EIO: return "an I/O error on the store";
 	case ENOMEM: return "out of memory";
 	default: return strerror(e);

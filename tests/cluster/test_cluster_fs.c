@@ -158,7 +158,7 @@ Test(cluster_fs, transaction_conflict_fails_at_commit)
 	size_t done;
 	cr_assert_eq(fs_write(f, &c, src, 0, "version 2", 9, &done, NULL), 0, "the plain write (no locks to wait for)");
 
-	char msg[256];
+	char msg[1024];
 	int rc = fs_tx_commit(tx, msg, sizeof msg);
 	fs_tx_put(tx);
 	cr_assert_neq(rc, 0, "the commit must fail: what it read changed (%s)", msg);

@@ -620,6 +620,56 @@ static int lease_of(cls *s, int64_t *lease)
 	return rc ? eout(rc) : 0;
 }
 
+/* A record's key as a person reads it: "TREE N" for a U64 tree, else
+ * "TREE N/'TEXT'" when it starts with an 8-byte number (an inode: the fs
+ * layer's keys), else hex. */
+static void key_text(const cls *s, const char *k, size_t kl, char *out, size_t size)
+{
+	const char *t = k + s->plen + 2, *e = k + kl, *sl;
+	if (kl < s->plen + 3 || memcmp(k + s->plen, "t/", 2) || !(sl = memchr(t, '/', (size_t)(e - t)))) {
+		snprintf(out, size, "key of %zu bytes", kl);
+		return;
+	}
+	const unsigned char *r = (const unsigned char *)sl + 1;
+	size_t rl = (size_t)(e - (const char *)r), n = (size_t)snprintf(out, size, "%.*s", (int)(sl - t), t);
+	if (rl >= 8 && n < size) {
+		uint64_t v = 0;
+		for (int i = 0; i < 8; i++)
+			v = v << 8 | r[i];
+		n += (size_t)snprintf(out + n, size - n, " %" PRIu64, v);
+		r += 8, rl -= 8;
+	}
+	int text = rl > 0;
+	for (size_t i = 0; i < rl; i++)
+		text &= r[i] >= 0x20 && r[i] < 0x7f;
+	if (text && n < size)
+		snprintf(out + n, size - n, "/'%.*s'", (int)rl, (const char *)r);
+	else
+		for (size_t i = 0; i < rl && n + 3 < size; i++)
+			n += (size_t)snprintf(out + n, size - n, "%s%02x", i ? "" : "/", r[i]);
+}
+
+/* After failed compares: the first key of x's read set that changed
+ * (at most 256 looked at), named in the message. */
+static int conflict(clx *x)
+{
+	cls *s = x->s;
+	char what[200] = "";
+	for (size_t i = 0; i < x->rs.n && i < 256 && !what[0]; i++) {
+		etcd_kv *kv = NULL;
+		if (etcd_get(s->ec, x->rs.a[i].k, x->rs.a[i].kl, 0, &kv, NULL) != 0)
+			break;
+		int64_t now = kv ? kv->mod_revision : 0;
+		etcd_kv_free(kv);
+		if (now != x->rs.a[i].rev)
+			key_text(s, x->rs.a[i].k, x->rs.a[i].kl, what, sizeof what);
+	}
+	atomic_fetch_add(&s->conflicts, 1);
+	if (what[0])
+		return err(BE_EDEADLOCK, "another commit changed %s, which it read", what);
+	return err(BE_EDEADLOCK, "another commit changed a record or a listing it read");
+}
+
 static int commit_(clx *x)
 {
 	cls *s = x->s;
@@ -670,8 +720,7 @@ static int commit_(clx *x)
 		} else if (was) {
 			rc = eout(was);
 		} else {
-			atomic_fetch_add(&s->conflicts, 1);
-			rc = err(BE_EDEADLOCK, "%s: a key this transaction read changed before its commit", s->uri);
+			rc = conflict(x);
 		}
 	} else if (rc) {
 		rc = eout(rc);
