@@ -282,8 +282,8 @@ static int parse(cls *s, const char *uri, char **hosts)
 		return err(BE_EBADSTORE, "%s: not etcd://HOST:PORT[,HOST:PORT...]/NAME[?pool=..&conf=..&client=..]", uri);
 	q = strchr(slash, '?');
 	size_t nl = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
-	if (!nl || nl > 200)
-		return err(BE_EBADSTORE, "%s: no NAME after the hosts", uri);
+	if (!nl || nl > 100) /* (key buffers: MAX_KEY + 200 holds the prefix) */
+		return err(BE_EBADSTORE, "%s: NAME: 1..100 bytes after the hosts", uri);
 	for (size_t i = 0; i < nl; i++) {
 		char ch = slash[1 + i];
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
@@ -537,8 +537,8 @@ static int cl_tree_open(be_store *bs, const char *name, int flags, be_tree **out
 {
 	cls *s = S(bs);
 	clt *t;
-	if (!*name || strchr(name, '/') || strlen(name) > 64)
-		return err(BE_EINVAL, "tree name '%s': 1..64 bytes, no '/'", name);
+	if (!*name || strchr(name, '/') || strlen(name) > 32)
+		return err(BE_EINVAL, "tree name '%s': 1..32 bytes, no '/'", name);
 	if (!(t = calloc(1, sizeof *t)) || !(t->pfx = malloc(s->plen + strlen(name) + 4))) {
 		free(t);
 		return ENOMEM;
