@@ -18,6 +18,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "fs.h"
 #include "fs_lock.h"
 #include "tp.h"
@@ -36,6 +37,9 @@ static const char usage[] =
 	"        (default 4096).  SEGMENT_SIZE: log segment bytes, a multiple of 4096,\n"
 	"        at least 64 KiB (default 16 MiB; suffixes K, M, G).  LOGDIR: keep the\n"
 	"        log in another directory, for example on another device.\n"
+	"        STORE may be a cluster URI, etcd://HOST:PORT[,...]/NAME[?pool=..]\n"
+	"        (fsd/backend/cluster/README.md): NAME is made in etcd, refused if it\n"
+	"        exists; the options are the embedded store's and do not apply.\n"
 	"  logdump [-f LSN | -a] STORE\n"
 	"        Print every log record from the log start (or from LSN) without\n"
 	"        recovering or changing anything.  -a: from as far back as the log\n"
@@ -181,6 +185,21 @@ static int cmd_mkfs(int argc, char **argv)
 	if (optind != argc - 1) {
 		fputs(usage, stderr);
 		return 2;
+	}
+	if (strstr(argv[optind], "://")) { /* a store of a scheme (etcd://...): made through the seam */
+		fs_options fo = {.quiet = 1};
+		fs *f;
+		if ((rc = be_mkfs(argv[optind], NULL)) != 0) {
+			fprintf(stderr, "tpfs mkfs: %s\n", be_errmsg(NULL));
+			return 1;
+		}
+		/* its root directory, as the first mount would make it */
+		if ((rc = fs_mount(argv[optind], &fo, &f)) != 0 || (rc = fs_unmount(f)) != 0) {
+			fprintf(stderr, "tpfs mkfs: %s: the root directory: %s\n", argv[optind], strerror(rc < 0 ? -rc : rc));
+			return 1;
+		}
+		printf("tpfs: created store %s\n", argv[optind]);
+		return 0;
 	}
 	if (!force && nonempty_dir(argv[optind]) && !is_store(argv[optind])) {
 		fprintf(stderr, "tpfs mkfs: %s: a directory that is not empty; a store made there would mix with its "

@@ -6,9 +6,10 @@
 
 #include "backend.h"
 #include "be_tp.h"
+#include "cluster/be_cluster.h"
 
 /* Every implementation; the one with scheme NULL takes plain paths. */
-static const be_ops *const stores[] = {&be_tp_ops};
+static const be_ops *const stores[] = {&be_tp_ops, &be_cluster_ops};
 
 /* The implementation of the last be_open or be_private of this
  * thread, whose message be_errmsg(NULL) gives. */
@@ -31,6 +32,15 @@ int be_open(const char *name, const be_options *o, be_store **out)
 	const be_ops *ops = pick(name);
 	last_open = ops;
 	return ops ? ops->open(name, o, out) : BE_EBADSTORE;
+}
+
+int be_mkfs(const char *name, const be_options *o)
+{
+	const be_ops *ops = pick(name);
+	last_open = ops;
+	if (!ops)
+		return BE_EBADSTORE;
+	return ops->mkfs ? ops->mkfs(name, o) : BE_EINVAL;
 }
 
 int be_private(const char *name, const char *logdir, int tighten, be_loose_fn *loose, void *arg, unsigned *count)

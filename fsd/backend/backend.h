@@ -7,7 +7,7 @@
  *
  * A store is named by a string: a plain path is the embedded engine
  * (be_tp.c, core/include/tp.h); NAME://... a store of that scheme
- * (none yet: issue 28's etcd:// goes to backend/cluster/).  be_open picks
+ * (etcd://HOSTS/NAME: the cluster store, backend/cluster/be_cluster.c).  be_open picks
  * the implementation by the name and every later call dispatches through
  * its ops table (struct be_ops), so a new store is one more file here and
  * one line in backend.c's registry, and the fs layer does not change.
@@ -82,8 +82,13 @@ typedef struct be_cursor {
  * held): the store remembers what the transaction read (keys and their
  * versions, absences, the ranges its cursors covered) and its commit
  * fails with BE_EDEADLOCK, applying nothing, if any of it changed since
- * -- the caller retries the call as after a deadlock.  A store declares
- * exactly one of the two. */
+ * -- the caller retries the call as after a deadlock.  A cursor's range
+ * is from where it was sought (BE_FIRST: the tree's start) to the last
+ * key it gave, or to the tree's end once it returned BE_ENOTFOUND: a key
+ * put into that range, changed or deleted there by another commit since
+ * is a conflict (phantoms included), with no help from the caller.
+ * Reads of t's own writes are not validated.  A store declares exactly
+ * one of the two. */
 enum { BE_CAP_LOCKS = 1 << 0, BE_CAP_VALIDATE = 1 << 1 };
 
 typedef struct be_caps {
@@ -110,6 +115,10 @@ typedef struct be_options {
 /* Opens (and recovers) the store named name.  BE_EBADSTORE: not a store,
  * or no implementation claims the name. */
 int be_open(const char *name, const be_options *o, be_store **out);
+/* Makes a new, empty store named name: EEXIST if there is one (nothing
+ * changed).  BE_EINVAL from a store made otherwise: the embedded engine's
+ * is made by `tpfs mkfs PATH` through tp.h (be_tp.c has no mkfs). */
+int be_mkfs(const char *name, const be_options *o);
 /* Makes every committed transaction durable, then closes.  Transactions
  * still open are not committed (the next open rolls them back); their
  * handles must not be used afterwards, nor the trees'. */
@@ -253,6 +262,7 @@ static inline void be_cursor_close(be_cursor *c); /* NULL: nothing */
 struct be_ops {
 	const char *scheme; /* "NAME" of NAME://...; NULL: plain paths (the default store) */
 	int (*open)(const char *name, const be_options *o, be_store **out);
+	int (*mkfs)(const char *name, const be_options *o); /* NULL: made otherwise */
 	int (*private_)(const char *name, const char *logdir, int tighten, be_loose_fn *loose, void *arg,
 			unsigned *count);
 	const char *(*errmsg)(void);

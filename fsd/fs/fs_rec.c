@@ -13,11 +13,25 @@
  *       with the write set's value where it has one.  It is positioned by
  *       key, so records put or deleted behind or at it never make it lose
  *       its place (the engine's cursors are positioned the same way).
+ *   J3  A member's reads of the store are plain reads (t == NULL) on a
+ *       store with locks, and the user transaction's be_txn on a
+ *       validating store (member_reads), so its commit validates them.
  */
 #include "fs_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
+
+/* J3: the transaction a member's reads of the committed store go
+ * through.  A store with locks: none (t == NULL, Z3): the member's locks
+ * guard what it reads.  A validating store (BE_CAP_VALIDATE): the user
+ * transaction's own be_txn, so that its commit validates every key and
+ * range any member read (issue 28, 3); member calls are serialized by the
+ * transaction's mutex (fs_tx_run), so the be_txn has one user at a time. */
+static be_txn *member_reads(const fs_op *op)
+{
+	return be_caps_of(op->f->be)->flags & BE_CAP_VALIDATE ? op->t : NULL;
+}
 
 be_tree *fs_tree(const fs *f, int tree)
 {
@@ -44,7 +58,7 @@ int fs_rget(fs_op *op, int tree, const void *key, size_t klen, void *val, size_t
 			return BE_ENOTFOUND;
 		if (rc > 0)
 			return rc;
-		return be_get(NULL, fs_tree(op->f, tree), key, klen, val, cap, vlen);
+		return be_get(member_reads(op), fs_tree(op->f, tree), key, klen, val, cap, vlen); /* J3 */
 	}
 	return be_get(op->t, fs_tree(op->f, tree), key, klen, val, cap, vlen);
 }
@@ -108,7 +122,7 @@ int fs_cur_open(fs_op *op, int tree, fs_cur **out)
 	k->op = op;
 	k->tree = tree;
 	k->crc = BE_ENOTFOUND;
-	if ((rc = be_cursor_open(op->ws ? NULL : op->t, fs_tree(op->f, tree), &k->c)) != 0) {
+	if ((rc = be_cursor_open(op->ws ? member_reads(op) : op->t, fs_tree(op->f, tree), &k->c)) != 0) { /* J3 */
 		free(k);
 		return rc;
 	}

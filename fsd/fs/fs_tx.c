@@ -287,7 +287,24 @@ int fs_tx_begin(fs *f, pid_t pid, uint64_t start, pid_t ppid, uid_t uid, const c
 	if ((rc = be_begin(f->be, &tx->t)) != 0)
 		goto err;
 	tx->engine_id = be_txn_id(tx->t);
-	if ((rc = ws_create(f->store, &tx->ws)) != 0) {
+	/* the write set spills into the store's directory; a store named by a
+	 * URI (etcd://...) has none: a private directory of this user instead */
+	char spill[64];
+	const char *dir = f->store;
+	if (strstr(f->store, "://")) {
+		snprintf(spill, sizeof spill, "/var/tmp/tpfs-ws-%u", (unsigned)getuid());
+		struct stat st;
+		if ((mkdir(spill, 0700) != 0 && errno != EEXIST) || lstat(spill, &st) != 0)
+			rc = errno;
+		else if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+			rc = EACCES; /* not a private directory of ours: not used */
+		if (rc) {
+			(void)be_abort(tx->t);
+			goto err;
+		}
+		dir = spill;
+	}
+	if ((rc = ws_create(dir, &tx->ws)) != 0) {
 		(void)be_abort(tx->t);
 		goto err;
 	}
@@ -941,7 +958,7 @@ static const char *commit_failure(int e)
 {
 	switch (e) {
 	case ENOSPC: return "no space left on the store";
-	case EDEADLK: return "it lost a deadlock while committing";
+	case EDEADLK: return "it lost a deadlock (or a conflict) while committing";
 	case EIO: return "an I/O error on the store";
 	case ENOMEM: return "out of memory";
 	default: return strerror(e);

@@ -501,7 +501,9 @@ static int dead_mountpoint(conf *c)
 static int resolve_paths(conf *c)
 {
 	struct stat st;
-	if (!realpath(c->store, c->store_abs)) {
+	if (strstr(c->store, "://")) /* a store named by a URI (etcd://...): no local path */
+		snprintf(c->store_abs, sizeof c->store_abs, "%s", c->store);
+	else if (!realpath(c->store, c->store_abs)) {
 		fprintf(stderr, "tpfsd: %s: %s\n", c->store, strerror(errno));
 		return -1;
 	}
@@ -538,7 +540,13 @@ static int fuse_defaults(conf *c)
 {
 	char fsname[PATH_MAX + 16];
 	if (!c->has_fsname) {
-		snprintf(fsname, sizeof fsname, "fsname=%s", c->store_abs);
+		size_t n = (size_t)snprintf(fsname, sizeof fsname, "fsname=");
+		for (const char *p = c->store_abs; *p && n + 3 < sizeof fsname; p++) { /* a URI's ',' escaped for -o */
+			if (*p == ',' || *p == '\\')
+				fsname[n++] = '\\';
+			fsname[n++] = *p;
+		}
+		fsname[n] = 0;
 		if (pass(c, fsname))
 			return -1;
 	}
@@ -735,6 +743,12 @@ static int clear_mountpoint(const conf *c)
 	for (int round = 0; round < 16; round++) {
 		if (!fs_mount_at(c->mnt_abs, type, sizeof type, src, sizeof src, &conn))
 			return 0;
+		for (char *r = src, *w = src;; r++) { /* fuse_defaults escaped a URI's ',' */
+			if (*r == '\\' && (r[1] == ',' || r[1] == '\\'))
+				r++;
+			if (!(*w++ = *r))
+				break;
+		}
 		int ours = strcmp(src, c->store_abs) == 0;
 		if (!ours && strcmp(type, "fuse.tpfs") != 0)
 			return 0;
@@ -934,13 +948,17 @@ int main(int argc, char **argv)
 	openlog("tpfsd", LOG_PID, LOG_DAEMON);
 
 	/* G3 */
-	if ((lock_fd = lock_store(c.store_abs)) < 0 || clear_mountpoint(&c) != 0 || make_private(&c) != 0) /* G6, G5 */
+	/* A store named by a URI has no directory to lock: one daemon per
+	 * cluster file system is the user's to keep until issue 29. */
+	int uri = strstr(c.store_abs, "://") != NULL;
+	if ((!uri && (lock_fd = lock_store(c.store_abs)) < 0) || clear_mountpoint(&c) != 0 ||
+	    make_private(&c) != 0) /* G6, G5 */
 		goto out;
 	if ((rc = fs_mount(c.store_abs, &c.fo, &d.fs)) != 0) {
 		fsd_log(LOG_ERR, "%s: not mounted (%s)", c.store_abs, errstr(rc)); /* fs_mount said why */
 		goto out;
 	}
-	if (!c.fo.readonly && (rc = fsd_log_start_file(c.store_abs)) != 0)
+	if (!c.fo.readonly && !uri && (rc = fsd_log_start_file(c.store_abs)) != 0)
 		fsd_log(LOG_WARNING, "%s/%s: %s: messages go to %s only", c.store_abs, FSD_LOGFILE, strerror(rc),
 			c.foreground ? "standard error" : "syslog");
 	/* libfuse takes over only signals at their default: a shell without job

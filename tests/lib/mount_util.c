@@ -98,7 +98,16 @@ int tfs_start(tfs_mount *m, const char *mkfs_args, const char *opts)
 		fprintf(stderr, "mount_util: cannot make a temporary directory\n");
 		return -1;
 	}
-	snprintf(m->store, sizeof m->store, "%s/store", m->dir);
+	/* TPFS_TEST_STORE_URI (etcd://HOSTS of a cluster): the store is a
+	 * cluster file system named after the directory; the embedded store's
+	 * mkfs arguments do not apply to it. */
+	const char *uri = getenv("TPFS_TEST_STORE_URI");
+	if (uri && *uri) {
+		snprintf(m->store, sizeof m->store, "%s/%s", uri, strrchr(m->dir, '/') + 1);
+		mkfs_args = NULL;
+	} else {
+		snprintf(m->store, sizeof m->store, "%s/store", m->dir);
+	}
 	snprintf(m->mnt, sizeof m->mnt, "%s/mnt", m->dir);
 	if (mkdir(m->mnt, 0755) != 0)
 		return -1;

@@ -5,6 +5,8 @@
  * The binaries come from the environment, set by meson for every test that
  * uses this: TPFSD (the daemon) and TPFS_BIN (the tpfs tool).  Every failure
  * is loud: a missing binary, /dev/fuse or fusermount3 fails the test.
+ * TPFS_TEST_STORE_URI=etcd://HOST:PORT,... puts every store made here on
+ * that cluster (NAME: the temporary directory's name) instead of in dir.
  */
 #ifndef TPFS_MOUNT_UTIL_H
 #define TPFS_MOUNT_UTIL_H
@@ -13,7 +15,7 @@
 
 typedef struct tfs_mount {
 	char dir[256];   /* a temporary directory holding both */
-	char store[300]; /* dir/store */
+	char store[300]; /* dir/store, or TPFS_TEST_STORE_URI/NAME */
 	char mnt[300];   /* dir/mnt */
 	pid_t pid;       /* the daemon, or 0 */
 } tfs_mount;

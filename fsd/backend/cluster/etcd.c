@@ -10,15 +10,15 @@
  * {"result": ...} or {"error": ...} object per line.
  *
  * Invariants:
- * E1  A request is retried on another endpoint only for a transport failure
+ * ET1  A request is retried on another endpoint only for a transport failure
  *     or an error etcd marks as passing (no leader, leader changed, timed
  *     out, unavailable, too many requests): never for a refusal (bad
  *     argument, too large, compacted, no lease), which would fail again.
- * E2  c->cur only moves forward (compare-and-swap from the index that
+ * ET2  c->cur only moves forward (compare-and-swap from the index that
  *     failed): threads failing on the same dead member move it once.
- * E3  A handle in the pool has no request in flight; a borrowed one is used
+ * ET3  A handle in the pool has no request in flight; a borrowed one is used
  *     by one thread only.
- * E4  A watch's next_rev is the revision after the last event it returned
+ * ET4  A watch's next_rev is the revision after the last event it returned
  *     (or after the revision it was created at): a stream opened again from
  *     next_rev neither repeats nor skips an event.
  */
@@ -48,10 +48,10 @@
 struct etcd_client {
 	char **eps;               /* "host:port", immutable after open */
 	size_t nep;
-	atomic_size_t cur;        /* index of the endpoint to use (E2) */
+	atomic_size_t cur;        /* index of the endpoint to use (ET2) */
 	atomic_llong max_stall;   /* ms */
 	pthread_mutex_t mu;
-	CURL *pool[POOL_MAX];     /* under mu: idle handles (E3) */
+	CURL *pool[POOL_MAX];     /* under mu: idle handles (ET3) */
 	size_t npool;             /* under mu */
 	struct curl_slist *hdrs;  /* immutable after open */
 };
@@ -68,7 +68,7 @@ struct etcd_watch {
 	CURLM *m;
 	char *key, *end;
 	size_t klen, elen;
-	int64_t next_rev; /* E4 */
+	int64_t next_rev; /* ET4 */
 	size_t ep;
 	int running;
 	char *buf;
@@ -368,7 +368,7 @@ static void handle_put(etcd_client *c, CURL *h)
 {
 	pthread_mutex_lock(&c->mu);
 	if (c->npool < POOL_MAX) {
-		c->pool[c->npool++] = h; /* E3 */
+		c->pool[c->npool++] = h; /* ET3 */
 		h = NULL;
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -402,7 +402,7 @@ static size_t rbuf_write(char *data, size_t sz, size_t nm, void *arg)
 }
 
 /* Map etcd's error (gRPC code and text) to an errno; *transient says
- * whether another endpoint may answer differently (E1). */
+ * whether another endpoint may answer differently (ET1). */
 static int map_error(const char *ep, const char *path, int code, const char *msg, int *transient)
 {
 	*transient = 0;
@@ -513,7 +513,7 @@ static int post_once(etcd_client *c, CURL *h, const char *ep, const char *path, 
 	return 0;
 }
 
-/* Send req to path, failing over across the endpoints (E1, E2). */
+/* Send req to path, failing over across the endpoints (ET1, ET2). */
 static int request(etcd_client *c, const char *path, json_object *req, json_object **out)
 {
 	size_t blen;
@@ -542,7 +542,7 @@ static int request(etcd_client *c, const char *path, json_object *req, json_obje
 				path, ETCD_DEADLINE_MS, last);
 			break;
 		}
-		/* E2: from the value read, never from its index (c->cur only grows) */
+		/* ET2: from the value read, never from its index (c->cur only grows) */
 		atomic_compare_exchange_strong(&c->cur, &seen, seen + 1);
 		if (tries % c->nep == 0)
 			sleep_ms(100);
@@ -639,6 +639,63 @@ int etcd_range_get(etcd_client *c, const void *key, size_t klen, const void *end
 	rc = 0;
 out:
 	etcd_range_free(r);
+	json_object_put(ans);
+	json_object_put(req);
+	return rc;
+}
+
+int etcd_range_last(etcd_client *c, const void *key, size_t klen, const void *end, size_t elen,
+	int64_t rev, etcd_kv **out, int64_t *rev_out)
+{
+	json_object *req = json_object_new_object(), *ans = NULL, *kvs, *hdr = NULL;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!req || add_b64(req, "key", key, klen) || add_b64(req, "range_end", end, elen) ||
+		add_i64(req, "limit", 1) || (rev && add_i64(req, "revision", rev)) ||
+		json_object_object_add(req, "sort_order", json_object_new_string("DESCEND")) ||
+		json_object_object_add(req, "sort_target", json_object_new_string("KEY"))) {
+		set_err(rc, "etcd: out of memory");
+		goto out;
+	}
+	if ((rc = request(c, "/v3/kv/range", req, &ans)) != 0)
+		goto out;
+	json_object_object_get_ex(ans, "header", &hdr);
+	if (rev_out)
+		*rev_out = get_i64(hdr, "revision");
+	if (json_object_object_get_ex(ans, "kvs", &kvs) && json_object_array_length(kvs) > 0) {
+		rc = -ENOMEM;
+		if (!(*out = calloc(1, sizeof **out))) {
+			set_err(rc, "etcd: out of memory");
+			goto out;
+		}
+		if ((rc = kv_parse(json_object_array_get_idx(kvs, 0), *out)) != 0) {
+			etcd_kv_free(*out);
+			*out = NULL;
+			set_err(rc, "etcd /v3/kv/range: bad base64 in an answer");
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	json_object_put(ans);
+	json_object_put(req);
+	return rc;
+}
+
+int etcd_status(etcd_client *c, int64_t *db_size, int64_t *revision)
+{
+	json_object *req = json_object_new_object(), *ans = NULL, *hdr = NULL;
+	int rc;
+	if (!req)
+		return set_err(-ENOMEM, "etcd: out of memory");
+	if ((rc = request(c, "/v3/maintenance/status", req, &ans)) == 0) {
+		if (db_size)
+			*db_size = get_i64(ans, "db_size");
+		json_object_object_get_ex(ans, "header", &hdr);
+		if (revision)
+			*revision = get_i64(hdr, "revision");
+	}
 	json_object_put(ans);
 	json_object_put(req);
 	return rc;
@@ -743,6 +800,20 @@ int etcd_txn_compare(etcd_txn *t, const void *key, size_t klen, etcd_target targ
 		return set_err(-ENOMEM, "etcd: out of memory");
 	}
 	t->ncmp++;
+	return 0;
+}
+
+int etcd_txn_compare_range(etcd_txn *t, const void *key, size_t klen, const void *end, size_t elen,
+	etcd_target target, etcd_result op, int64_t value)
+{
+	json_object *cmp;
+	int rc = etcd_txn_compare(t, key, klen, target, op, value);
+	if (rc)
+		return rc;
+	/* the compare just added: give it its range_end */
+	cmp = json_object_array_get_idx(t->compare, json_object_array_length(t->compare) - 1);
+	if (add_b64(cmp, "range_end", end, elen))
+		return set_err(-ENOMEM, "etcd: out of memory");
 	return 0;
 }
 
@@ -1020,7 +1091,7 @@ static int watch_line(etcd_watch *w, const char *line, etcd_event **evs, size_t 
 		goto out;
 	}
 	if (get_bool(res, "created") && w->next_rev == 0)
-		w->next_rev = get_i64(hdr, "revision") + 1; /* E4 */
+		w->next_rev = get_i64(hdr, "revision") + 1; /* ET4 */
 	if (!json_object_object_get_ex(res, "events", &arr) || (cnt = json_object_array_length(arr)) == 0)
 		goto out;
 	if (!(*evs = calloc(cnt, sizeof **evs))) {
@@ -1040,7 +1111,7 @@ static int watch_line(etcd_watch *w, const char *line, etcd_event **evs, size_t 
 				strcmp(json_object_get_string(type), "DELETE") == 0
 			? ETCD_EV_DELETE
 			: ETCD_EV_PUT;
-		w->next_rev = (*evs)[i].kv.mod_revision + 1; /* E4 */
+		w->next_rev = (*evs)[i].kv.mod_revision + 1; /* ET4 */
 	}
 	*n = cnt;
 	rc = 1;
@@ -1098,7 +1169,7 @@ int etcd_watch_next(etcd_watch *w, int timeout_ms, etcd_event **evs, size_t *n)
 			w->h = NULL;
 			w->running = 0;
 			if (w->len > 0 && w->buf[w->len - 1] != '\n')
-				w->len = 0; /* a partial line: dropped, E4 makes it come again */
+				w->len = 0; /* a partial line: dropped, ET4 makes it come again */
 		}
 	}
 }

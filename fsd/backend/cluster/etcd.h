@@ -105,6 +105,13 @@ typedef struct etcd_range {
 int etcd_range_get(etcd_client *c, const void *key, size_t klen, const void *end, size_t elen,
 	int64_t limit, int64_t rev, etcd_range **out);
 void etcd_range_free(etcd_range *r);
+/* The last key of [key, end) at revision rev (0: the latest): *out NULL
+ * when the range is empty; *rev_out (may be NULL) the revision read. */
+int etcd_range_last(etcd_client *c, const void *key, size_t klen, const void *end, size_t elen,
+	int64_t rev, etcd_kv **out, int64_t *rev_out);
+/* The answering member's database size in bytes and the store's revision
+ * (either may be NULL). */
+int etcd_status(etcd_client *c, int64_t *db_size, int64_t *revision);
 void etcd_kv_free(etcd_kv *kv);
 
 /* Delete [key, end) (end NULL: key alone).  *deleted (may be NULL): how many. */
@@ -129,6 +136,10 @@ int etcd_txn_put(etcd_txn *t, const void *key, size_t klen, const void *val, siz
 	int64_t lease);
 int etcd_txn_delete(etcd_txn *t, const void *key, size_t klen, const void *end, size_t elen);
 /* Operations (puts and deletes) in t so far; compares in t so far. */
+/* A compare over every key of [key, end) (etcd >= 3.3): holds when it
+ * holds for each key present there (a range with no key: it holds). */
+int etcd_txn_compare_range(etcd_txn *t, const void *key, size_t klen, const void *end, size_t elen,
+	etcd_target target, etcd_result op, int64_t value);
 size_t etcd_txn_ops(const etcd_txn *t);
 size_t etcd_txn_compares(const etcd_txn *t);
 /* Send t.  *succeeded: 1 if the compares held and the operations were

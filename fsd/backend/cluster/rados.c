@@ -6,7 +6,7 @@
  * so that a dead cluster gives -ETIMEDOUT instead of a hang.  Every error
  * is turned into a message naming the pool and object.
  *
- * R1  A handle exists only connected with its pool open: radosc_open
+ * RA1  A handle exists only connected with its pool open: radosc_open
  *     returns one or nothing.
  */
 #include "rados.h"
@@ -19,8 +19,8 @@
 #include <string.h>
 
 struct radosc {
-	rados_t cluster;   /* immutable after open (R1) */
-	rados_ioctx_t io;  /* immutable after open (R1) */
+	rados_t cluster;   /* immutable after open (RA1) */
+	rados_ioctx_t io;  /* immutable after open (RA1) */
 	char *pool;
 };
 
