@@ -238,21 +238,14 @@ Test(tx_bystanders, full_paths_keep_cwd, .timeout = 400)
 			_exit(8);
 		}
 	}
-	for (int i = 0; i < SHELLS; i++) {
-		int wst;
-		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
-		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
-	}
+	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds with full paths: %.1f s", SHELLS, ROUNDS, now_s() - t0);
 	bys_check(&b);
 	for (int i = 0; i < SHELLS; i++) {
 		char rel[32], buf[4096];
 		snprintf(rel, sizeof rel, "d/f%d", i);
 		cr_assert(read_file(rel, buf, sizeof buf) > 0);
-		int lines = 0;
-		for (char *p = buf; *p; p++)
-			lines += *p == '\n';
+		int lines = txlines(buf);
 		cr_expect(lines == ROUNDS, "d/f%d has %d lines after %d committed rounds", i, lines, ROUNDS);
 	}
 	finish();

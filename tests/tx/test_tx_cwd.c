@@ -109,21 +109,14 @@ Test(tx, parallel_shells_keep_bystanders_cwd, .timeout = 300)
 			_exit(8);
 		}
 	}
-	for (int i = 0; i < SHELLS; i++) {
-		int wst;
-		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
-		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
-	}
+	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds: %.1f s", SHELLS, ROUNDS, now_s() - t0);
 	txbystanders_check(by, BY, stop[1], out[0], 10);
 	for (int i = 0; i < SHELLS; i++) { /* every round committed */
 		char rel[32], buf[VIEW_MAX];
 		snprintf(rel, sizeof rel, "d/f%d", i);
 		cr_assert(nm_read(rel, buf, sizeof buf) > 0);
-		int lines = 0;
-		for (char *p = buf; *p; p++)
-			lines += *p == '\n';
+		int lines = txlines(buf);
 		cr_expect(lines == ROUNDS, "d/f%d has %d lines after %d committed rounds", i, lines, ROUNDS);
 	}
 	finish();

@@ -83,6 +83,24 @@ void txbystanders_check(const pid_t *pid, int n, int stop, int out, long min_cal
 	}
 }
 
+void txshells_wait(const pid_t *sh, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int wst;
+		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
+		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
+	}
+}
+
+int txlines(const char *buf)
+{
+	int lines = 0;
+	for (const char *p = buf; *p; p++)
+		lines += *p == '\n';
+	return lines;
+}
+
 int txproc_become_with_cap(uid_t uid, int cap)
 {
 	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};

@@ -22,6 +22,14 @@ pid_t txbystander(const char *dir, int stop, int stop_w, int out);
  * calls and saw no failure. */
 void txbystanders_check(const pid_t *pid, int n, int stop, int out, long min_calls);
 
+/* Waits for the n shells sh[] (each running rounds of txbegin, a write,
+ * txcommit) and expects each exited 0 (1: txbegin, 2: the write, 3:
+ * txcommit failed). */
+void txshells_wait(const pid_t *sh, int n);
+
+/* The number of lines in buf. */
+int txlines(const char *buf);
+
 /* The calling child becomes uid (and gid) uid, keeping capability cap
  * (CAP_SETUID, CAP_SETGID) across exec as an ambient capability: its
  * commands can do what a set-user-ID or set-group-ID program does.  0 on
