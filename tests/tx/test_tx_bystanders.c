@@ -220,24 +220,8 @@ Test(tx_bystanders, full_paths_keep_cwd, .timeout = 400)
 	cr_assert(mkdir(mp("d"), 0755) == 0 && mkdir(mp("d/sub"), 0755) == 0);
 	bys_start(&b, dirs, 2);
 	double t0 = now_s();
-	for (int i = 0; i < SHELLS; i++) {
-		char script[512];
-		snprintf(script, sizeof script,
-			 "i=0; while [ $i -lt %d ]; do "
-			 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
-			 "echo $i >> \"$MNT/d/f%d\" || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
-			 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
-			 "i=$((i+1)); done",
-			 ROUNDS, i, i, i, i);
-		sh[i] = fork();
-		cr_assert(sh[i] >= 0);
-		if (sh[i] == 0) {
-			if (chdir(mp("d")) != 0)
-				_exit(9);
-			execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-			_exit(8);
-		}
-	}
+	for (int i = 0; i < SHELLS; i++)
+		sh[i] = txshell_rounds(i, ROUNDS, mp("d"), "$MNT/d/", -1, -1, 0);
 	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds with full paths: %.1f s", SHELLS, ROUNDS, now_s() - t0);
 	bys_check(&b);

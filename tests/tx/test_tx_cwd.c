@@ -88,27 +88,8 @@ Test(tx, parallel_shells_keep_bystanders_cwd, .timeout = 300)
 	close(stop[0]);
 	close(out[1]);
 	double t0 = now_s();
-	for (int i = 0; i < SHELLS; i++) {
-		char script[512];
-		snprintf(script, sizeof script,
-			 "i=0; while [ $i -lt %d ]; do "
-			 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
-			 "echo $i >> f%d || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
-			 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
-			 "i=$((i+1)); done",
-			 ROUNDS, i, i, i, i);
-		sh[i] = fork();
-		cr_assert(sh[i] >= 0);
-		if (sh[i] == 0) {
-			close(stop[1]);
-			close(out[0]);
-			unsetenv("TPFS_MOUNT"); /* the mount is found from the current directory */
-			if (chdir(mp("d")) != 0)
-				_exit(9);
-			execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-			_exit(8);
-		}
-	}
+	for (int i = 0; i < SHELLS; i++) /* the mount found from the current directory */
+		sh[i] = txshell_rounds(i, ROUNDS, mp("d"), "", stop[1], out[0], 1);
 	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds: %.1f s", SHELLS, ROUNDS, now_s() - t0);
 	txbystanders_check(by, BY, stop[1], out[0], 10);

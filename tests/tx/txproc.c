@@ -83,6 +83,34 @@ void txbystanders_check(const pid_t *pid, int n, int stop, int out, long min_cal
 	}
 }
 
+pid_t txshell_rounds(int i, int rounds, const char *dir, const char *prefix, int close_a, int close_b,
+		     int unset_mount)
+{
+	char script[1024];
+	snprintf(script, sizeof script,
+		 "i=0; while [ $i -lt %d ]; do "
+		 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
+		 "echo $i >> \"%sf%d\" || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
+		 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
+		 "i=$((i+1)); done",
+		 rounds, i, prefix, i, i, i);
+	pid_t c = fork();
+	cr_assert(c >= 0);
+	if (c == 0) {
+		if (close_a >= 0)
+			close(close_a);
+		if (close_b >= 0)
+			close(close_b);
+		if (unset_mount)
+			unsetenv("TPFS_MOUNT");
+		if (chdir(dir) != 0)
+			_exit(9);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(8);
+	}
+	return c;
+}
+
 void txshells_wait(const pid_t *sh, int n)
 {
 	for (int i = 0; i < n; i++) {

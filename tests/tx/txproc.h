@@ -22,6 +22,14 @@ pid_t txbystander(const char *dir, int stop, int stop_w, int out);
  * calls and saw no failure. */
 void txbystanders_check(const pid_t *pid, int n, int stop, int out, long min_calls);
 
+/* Forks shell i of a shell-round test: /bin/sh in directory dir runs
+ * rounds rounds of txbegin; echo $i >> "<prefix>f<i>"; txcommit, exiting 1,
+ * 2 or 3 at the first that fails.  The child first closes close_a and
+ * close_b (-1: none) and, if unset_mount, unsets TPFS_MOUNT (the mount is
+ * then found from the current directory).  The shell's pid. */
+pid_t txshell_rounds(int i, int rounds, const char *dir, const char *prefix, int close_a, int close_b,
+		     int unset_mount);
+
 /* Waits for the n shells sh[] (each running rounds of txbegin, a write,
  * txcommit) and expects each exited 0 (1: txbegin, 2: the write, 3:
  * txcommit failed). */
