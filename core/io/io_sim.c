@@ -546,21 +546,47 @@ out:
 	return rc;
 }
 
+/* Queues a pending write of len bytes at off on sf (I13): of data, or a
+ * punch (data NULL: zeros, no data held).  0 or ENOMEM. */
+static int sim_queue(sim_file *sf, uint64_t off, size_t len, const void *data)
+{
+	sim_write *w = malloc(sizeof *w + (data != NULL ? len : 0));
+
+	if (w == NULL)
+		return ENOMEM;
+	w->sw_next = NULL;
+	w->sw_off = off;
+	w->sw_len = len;
+	w->sw_punch = data == NULL;
+	if (data != NULL)
+		memcpy(w->sw_data, data, len);
+	if (sf->sf_tail != NULL)
+		sf->sf_tail->sw_next = w;
+	else
+		sf->sf_head = w;
+	sf->sf_tail = w;
+	return 0;
+}
+
+/* The start of a call that changes a file through handle sh: EBADF if sh is
+ * read-only, else the fault armed for op (sim_fault). */
+static int sim_writable(sim_handle *sh, enum sim_op op, int *shorten)
+{
+	if (sh->sh_rdonly)
+		return EBADF;
+	return sim_fault(op, shorten);
+}
+
 static int sim_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t *done)
 {
 	sim_handle *sh = h;
 	sim_file *sf = sh->sh_file;
-	sim_write *w;
 	int rc, shorten;
 
 	*done = 0;
 	sim_lock();
 	sim.calls++;
-	if (sh->sh_rdonly) {
-		rc = EBADF;
-		goto out;
-	}
-	if ((rc = sim_fault(SIM_PWRITE, &shorten)) != 0)
+	if ((rc = sim_writable(sh, SIM_PWRITE, &shorten)) != 0)
 		goto out;
 	if (len == 0)
 		goto out;
@@ -579,20 +605,8 @@ static int sim_pwrite(void *h, const void *buf, size_t len, uint64_t off, size_t
 	}
 	if (shorten)
 		len = sim_shorten(len);
-	if ((w = malloc(sizeof *w + len)) == NULL) {
-		rc = ENOMEM;
+	if ((rc = sim_queue(sf, off, len, buf)) != 0)
 		goto out;
-	}
-	w->sw_next = NULL;
-	w->sw_off = off;
-	w->sw_len = len;
-	w->sw_punch = 0;
-	memcpy(w->sw_data, buf, len);
-	if (sf->sf_tail != NULL)
-		sf->sf_tail->sw_next = w;
-	else
-		sf->sf_head = w;
-	sf->sf_tail = w;
 	*done = len;
 	assert(sim_check_file(sf));
 out:
@@ -687,16 +701,11 @@ static int sim_punch(void *h, uint64_t off, uint64_t len)
 	sim_handle *sh = h;
 	sim_file *sf = sh->sh_file;
 	uint64_t size;
-	sim_write *w;
 	int rc, shorten;
 
 	sim_lock();
 	sim.calls++;
-	if (sh->sh_rdonly) {
-		rc = EBADF;
-		goto out;
-	}
-	if ((rc = sim_fault(SIM_PUNCH, &shorten)) != 0)
+	if ((rc = sim_writable(sh, SIM_PUNCH, &shorten)) != 0)
 		goto out;
 	if (off > (uint64_t)INT64_MAX || len > (uint64_t)INT64_MAX - off) {
 		rc = EFBIG;
@@ -708,19 +717,8 @@ static int sim_punch(void *h, uint64_t off, uint64_t len)
 		goto out;
 	if (size - off < len)
 		len = size - off;
-	if ((w = malloc(sizeof *w)) == NULL) {
-		rc = ENOMEM;
+	if ((rc = sim_queue(sf, off, (size_t)len, NULL)) != 0)
 		goto out;
-	}
-	w->sw_next = NULL;
-	w->sw_off = off;
-	w->sw_len = (size_t)len;
-	w->sw_punch = 1;
-	if (sf->sf_tail != NULL)
-		sf->sf_tail->sw_next = w;
-	else
-		sf->sf_head = w;
-	sf->sf_tail = w;
 	sim.punches++;
 	assert(sim_check_file(sf));
 out:

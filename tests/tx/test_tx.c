@@ -31,6 +31,7 @@
  * of txbegin, txcommit, txabort, txrun, txstatus: put first in PATH);
  * TX_KEEP=1 keeps the store of a failed test (in /var/tmp/tpfs-test-*).
  */
+#include "txproc.h"
 #include "txsh.h"
 
 
@@ -443,15 +444,7 @@ void close_fds_from(int lowest)
  * program does (helper "as").  0 on success. */
 int become_with_setuid(uid_t uid)
 {
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct c[2];
-	memset(c, 0, sizeof c);
-	c[0].effective = c[0].permitted = c[0].inheritable = 1u << CAP_SETUID;
-	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-	    setresuid(uid, uid, uid) != 0 || syscall(SYS_capset, &h, c) != 0 ||
-	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETUID, 0, 0) != 0)
-		return -1;
-	return 0;
+	return txproc_become_with_cap(uid, CAP_SETUID);
 }
 
 /* A shell in the mount; bound (bind != 0) to a new transaction at birth;

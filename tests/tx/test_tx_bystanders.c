@@ -39,11 +39,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <linux/capability.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +50,7 @@
 #include <unistd.h>
 
 #include "mount_util.h"
+#include "txproc.h"
 #include "txtest.h"
 
 static tfs_mount g_m;
@@ -122,6 +120,24 @@ static int sh_in(const char *dir, const char *script)
 	return WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
 }
 
+/* Forks a member: /bin/sh runs script in "/", with up[1] as its fd 3 (to
+ * say where it is) and down[0] as its fd 4 (to wait on), which the parent
+ * then closes.  The member's pid. */
+static pid_t member_sh(const char *script, const int up[2], const int down[2])
+{
+	pid_t m = fork();
+	cr_assert(m >= 0);
+	if (m == 0) {
+		if (dup2(up[1], 3) != 3 || dup2(down[0], 4) != 4 || chdir("/") != 0)
+			_exit(120);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(121);
+	}
+	close(up[1]);
+	close(down[0]);
+	return m;
+}
+
 static ssize_t read_file(const char *rel, char *buf, size_t size)
 {
 	int fd = open(mp(rel), O_RDONLY | O_CLOEXEC);
@@ -136,46 +152,6 @@ static ssize_t read_file(const char *rel, char *buf, size_t size)
 /* ---------------------------------------------------------------------- */
 /* Bystanders: plain processes in a directory calling getcwd()            */
 
-/* A bystander: a plain process (no transaction) in directory dir that
- * calls getcwd() every 10 ms, and reads /proc/self/cwd, until a byte or
- * EOF arrives on stop; writes "calls failures first-error" to out. */
-static pid_t bystander(const char *dir, int stop, int stop_w, int out)
-{
-	pid_t c = fork();
-	cr_assert(c >= 0);
-	if (c != 0)
-		return c;
-	close(stop_w);
-	char want[PATH_MAX], buf[PATH_MAX], first[2 * PATH_MAX + 128] = "-";
-	long calls = 0, fails = 0;
-	if (chdir(dir) != 0 || !realpath(".", want))
-		_exit(2);
-	fcntl(stop, F_SETFL, O_NONBLOCK);
-	for (;;) {
-		char ch;
-		ssize_t n = read(stop, &ch, 1);
-		if (n >= 0 || errno != EAGAIN)
-			break;
-		calls++;
-		const char *bad = NULL;
-		int e = 0;
-		ssize_t l;
-		if (!getcwd(buf, sizeof buf))
-			bad = "getcwd", e = errno;
-		else if (strcmp(buf, want) != 0)
-			bad = "getcwd names another directory";
-		else if ((l = readlink("/proc/self/cwd", buf, sizeof buf - 1)) < 0)
-			bad = "readlink /proc/self/cwd", e = errno;
-		else if (buf[l] = 0, strcmp(buf, want) != 0)
-			bad = "/proc/self/cwd reads otherwise";
-		if (bad && !fails++)
-			snprintf(first, sizeof first, "%s: %s (%s) at call %ld", bad, e ? strerror(e) : buf, want, calls);
-		msleep(10);
-	}
-	dprintf(out, "%ld %ld %s\n", calls, fails, first);
-	_exit(0);
-}
-
 typedef struct bys {
 	pid_t pid[8];
 	int n, stop, out;
@@ -187,7 +163,7 @@ static void bys_start(bys *b, const char *const *dirs, int n)
 	cr_assert(pipe(stop) == 0 && pipe(out) == 0);
 	b->n = n;
 	for (int i = 0; i < n; i++)
-		b->pid[i] = bystander(mp(dirs[i]), stop[0], stop[1], out[1]);
+		b->pid[i] = txbystander(mp(dirs[i]), stop[0], stop[1], out[1]);
 	close(stop[0]);
 	close(out[1]);
 	b->stop = stop[1];
@@ -198,27 +174,7 @@ static void bys_start(bys *b, const char *const *dirs, int n)
 /* Stops the bystanders and checks none of them failed. */
 static void bys_check(bys *b)
 {
-	char buf[8192];
-	cr_assert(close(b->stop) == 0);
-	for (int i = 0; i < b->n; i++) {
-		int wst;
-		cr_assert(waitpid(b->pid[i], &wst, 0) == b->pid[i] && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "bystander %d could not start (status 0x%x)", i, wst);
-	}
-	ssize_t len = read(b->out, buf, sizeof buf - 1);
-	cr_assert(len > 0);
-	buf[len] = 0;
-	close(b->out);
-	cr_log_info("bystanders (calls, failures, first failure):\n%s", buf);
-	char *line = buf;
-	for (int i = 0; i < b->n; i++) {
-		long calls = 0, fails = 0;
-		char *nl = strchr(line, '\n');
-		cr_assert(nl && sscanf(line, "%ld %ld", &calls, &fails) == 2, "bystanders said \"%s\"", buf);
-		*nl = 0;
-		cr_expect(calls > 5 && fails == 0, "a bystander's working directory broke: %s", line);
-		line = nl + 1;
-	}
+	txbystanders_check(b->pid, b->n, b->stop, b->out, 5);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -264,39 +220,16 @@ Test(tx_bystanders, full_paths_keep_cwd, .timeout = 400)
 	cr_assert(mkdir(mp("d"), 0755) == 0 && mkdir(mp("d/sub"), 0755) == 0);
 	bys_start(&b, dirs, 2);
 	double t0 = now_s();
-	for (int i = 0; i < SHELLS; i++) {
-		char script[512];
-		snprintf(script, sizeof script,
-			 "i=0; while [ $i -lt %d ]; do "
-			 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
-			 "echo $i >> \"$MNT/d/f%d\" || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
-			 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
-			 "i=$((i+1)); done",
-			 ROUNDS, i, i, i, i);
-		sh[i] = fork();
-		cr_assert(sh[i] >= 0);
-		if (sh[i] == 0) {
-			if (chdir(mp("d")) != 0)
-				_exit(9);
-			execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-			_exit(8);
-		}
-	}
-	for (int i = 0; i < SHELLS; i++) {
-		int wst;
-		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
-		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
-	}
+	for (int i = 0; i < SHELLS; i++)
+		sh[i] = txshell_rounds(i, ROUNDS, mp("d"), "$MNT/d/", -1, -1, 0);
+	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds with full paths: %.1f s", SHELLS, ROUNDS, now_s() - t0);
 	bys_check(&b);
 	for (int i = 0; i < SHELLS; i++) {
 		char rel[32], buf[4096];
 		snprintf(rel, sizeof rel, "d/f%d", i);
 		cr_assert(read_file(rel, buf, sizeof buf) > 0);
-		int lines = 0;
-		for (char *p = buf; *p; p++)
-			lines += *p == '\n';
+		int lines = txlines(buf);
 		cr_expect(lines == ROUNDS, "d/f%d has %d lines after %d committed rounds", i, lines, ROUNDS);
 	}
 	finish();
@@ -332,19 +265,9 @@ Test(tx_bystanders, member_rmdir_keeps_cwd_alive, .timeout = 60)
 	close(res[1]);
 	/* the member: removes e by its full path, says so on fd 3, waits on
 	 * fd 4, aborts */
-	pid_t m = fork();
-	cr_assert(m >= 0);
-	if (m == 0) {
-		if (dup2(up[1], 3) != 3 || dup2(down[0], 4) != 4 || chdir("/") != 0)
-			_exit(120);
-		execl("/bin/sh", "sh", "-c",
-		      "txbegin >/dev/null || exit 1; rmdir \"$MNT/e\" || exit 2; test -e \"$MNT/e\" && exit 4; "
-		      "echo r >&3; read x <&4; txabort >/dev/null || exit 3",
-		      (char *)NULL);
-		_exit(121);
-	}
-	close(up[1]);
-	close(down[0]);
+	pid_t m = member_sh("txbegin >/dev/null || exit 1; rmdir \"$MNT/e\" || exit 2; test -e \"$MNT/e\" && exit 4; "
+			    "echo r >&3; read x <&4; txabort >/dev/null || exit 3",
+			    up, down);
 	ssize_t n = read(up[0], &ch, 1);
 	cr_assert(n == 1, "the member did not remove e");
 	/* a non-member still finds e by name, and the bystander creates in it */
@@ -449,15 +372,7 @@ Test(tx_bystanders, abort_cuts_off_running_members, .timeout = 60)
  * program does (helper "asg").  0 on success. */
 static int become_with_setgid(uid_t uid)
 {
-	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-	struct __user_cap_data_struct c[2];
-	memset(c, 0, sizeof c);
-	c[0].effective = c[0].permitted = c[0].inheritable = 1u << CAP_SETGID;
-	if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-	    setresuid(uid, uid, uid) != 0 || syscall(SYS_capset, &h, c) != 0 ||
-	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SETGID, 0, 0) != 0)
-		return -1;
-	return 0;
+	return txproc_become_with_cap(uid, CAP_SETGID);
 }
 
 /* C10 (fsd_txbind.c, issue 24 gap d): a request joins a transaction only with
@@ -610,19 +525,9 @@ Test(tx_bystanders, commit_clearing_caches_holds_nobody, .timeout = 90)
 		int (*fn)(void) = round ? append_w : read_w;
 		const char *what = round ? "an outside append to w" : "a non-member's read of w";
 		cr_assert(pipe(up) == 0 && pipe(down) == 0);
-		pid_t m = fork();
-		cr_assert(m >= 0);
-		if (m == 0) {
-			if (dup2(up[1], 3) != 3 || dup2(down[0], 4) != 4 || chdir("/") != 0)
-				_exit(120);
-			execl("/bin/sh", "sh", "-c",
-			      "txbegin >/dev/null || exit 1; echo new > \"$MNT/w\" || exit 2; echo r >&3; "
-			      "read x <&4; txcommit >/dev/null || exit 3",
-			      (char *)NULL);
-			_exit(121);
-		}
-		close(up[1]);
-		close(down[0]);
+		pid_t m = member_sh("txbegin >/dev/null || exit 1; echo new > \"$MNT/w\" || exit 2; echo r >&3; "
+				    "read x <&4; txcommit >/dev/null || exit 3",
+				    up, down);
 		cr_assert(read(up[0], &ch, 1) == 1, "the member did not write w");
 		double t0 = now_s();
 		cr_assert(write(down[1], "x\n", 2) == 2); /* txcommit starts */

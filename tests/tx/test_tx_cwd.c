@@ -4,78 +4,11 @@
  * shells in parallel, and expires kept names; the mount found from a
  * directory without a path.
  */
+#include "txproc.h"
 #include "txsh.h"
 
 /* ---------------------------------------------------------------------- */
 /* Bystanders' working directories (issue 24 item 4, fsd_txbind.c C6)          */
-
-/* A bystander: a plain process (no transaction) in directory dir that
- * calls getcwd() every 10 ms, and reads /proc/self/cwd, until a byte or
- * EOF arrives on stop; writes "calls failures first-error" to out. */
-static pid_t bystander(const char *dir, int stop, int stop_w, int out)
-{
-	pid_t c = fork();
-	cr_assert(c >= 0);
-	if (c != 0)
-		return c;
-	close(stop_w);
-	char want[PATH_MAX], buf[PATH_MAX], first[2 * PATH_MAX + 128] = "-";
-	long calls = 0, fails = 0;
-	if (chdir(dir) != 0 || !realpath(".", want))
-		_exit(2);
-	fcntl(stop, F_SETFL, O_NONBLOCK);
-	for (;;) {
-		char ch;
-		ssize_t n = read(stop, &ch, 1);
-		if (n >= 0 || errno != EAGAIN)
-			break;
-		calls++;
-		const char *bad = NULL;
-		int e = 0;
-		ssize_t l;
-		if (!getcwd(buf, sizeof buf))
-			bad = "getcwd", e = errno;
-		else if (strcmp(buf, want) != 0)
-			bad = "getcwd names another directory";
-		else if ((l = readlink("/proc/self/cwd", buf, sizeof buf - 1)) < 0)
-			bad = "readlink /proc/self/cwd", e = errno;
-		else if (buf[l] = 0, strcmp(buf, want) != 0)
-			bad = "/proc/self/cwd reads otherwise";
-		if (bad) {
-			if (!fails++)
-				snprintf(first, sizeof first, "%s: %s (%s)", bad, e ? strerror(e) : buf, want);
-		}
-		msleep(10);
-	}
-	dprintf(out, "%ld %ld %s\n", calls, fails, first);
-	_exit(0);
-}
-
-/* Stops the bystanders (closing stop) and checks none of them failed. */
-static void bystanders_check(pid_t *pid, int n, int stop, int out)
-{
-	char buf[8192];
-	cr_assert(close(stop) == 0);
-	for (int i = 0; i < n; i++) {
-		int wst;
-		cr_assert(waitpid(pid[i], &wst, 0) == pid[i] && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "bystander %d could not start (status 0x%x)", i, wst);
-	}
-	ssize_t len = read(out, buf, sizeof buf - 1);
-	cr_assert(len > 0);
-	buf[len] = 0;
-	close(out);
-	cr_log_info("bystanders (calls, failures, first failure):\n%s", buf);
-	char *line = buf;
-	for (int i = 0; i < n; i++) {
-		long calls = 0, fails = 0;
-		char *nl = strchr(line, '\n');
-		cr_assert(nl && sscanf(line, "%ld %ld", &calls, &fails) == 2, "bystanders said \"%s\"", buf);
-		*nl = 0;
-		cr_expect(calls > 10 && fails == 0, "a bystander's working directory broke: %s", line);
-		line = nl + 1;
-	}
-}
 
 /* Issue 24 item 4: after the mount sat without transactions, a begin
  * (C6: names the kernel kept) must not break the working directory of a
@@ -90,7 +23,7 @@ Test(tx, begin_keeps_bystanders_cwd, .timeout = 60)
 	start();
 	cr_assert(mkdir(mp("d"), 0755) == 0); /* fresh: its name is one the kernel may keep */
 	cr_assert(pipe(stop) == 0 && pipe(out) == 0);
-	by[0] = bystander(mp("d"), stop[0], stop[1], out[1]);
+	by[0] = txbystander(mp("d"), stop[0], stop[1], out[1]);
 	close(stop[0]);
 	close(out[1]);
 	cr_assert(pipe(go) == 0);
@@ -131,7 +64,7 @@ Test(tx, begin_keeps_bystanders_cwd, .timeout = 60)
 			  i + 1, BEGINS, wst);
 	}
 	msleep(500);
-	bystanders_check(by, 1, stop[1], out[0]);
+	txbystanders_check(by, 1, stop[1], out[0], 10);
 	finish();
 }
 
@@ -151,46 +84,20 @@ Test(tx, parallel_shells_keep_bystanders_cwd, .timeout = 300)
 		cr_assert(mkdir(mp(dirs[i]), 0755) == 0);
 	cr_assert(pipe(stop) == 0 && pipe(out) == 0);
 	for (int i = 0; i < BY; i++)
-		by[i] = bystander(mp(dirs[i]), stop[0], stop[1], out[1]);
+		by[i] = txbystander(mp(dirs[i]), stop[0], stop[1], out[1]);
 	close(stop[0]);
 	close(out[1]);
 	double t0 = now_s();
-	for (int i = 0; i < SHELLS; i++) {
-		char script[512];
-		snprintf(script, sizeof script,
-			 "i=0; while [ $i -lt %d ]; do "
-			 "txbegin >/dev/null || { echo \"shell %d round $i: txbegin failed\" >&2; exit 1; }; "
-			 "echo $i >> f%d || { echo \"shell %d round $i: write failed\" >&2; exit 2; }; "
-			 "txcommit >/dev/null || { echo \"shell %d round $i: txcommit failed\" >&2; exit 3; }; "
-			 "i=$((i+1)); done",
-			 ROUNDS, i, i, i, i);
-		sh[i] = fork();
-		cr_assert(sh[i] >= 0);
-		if (sh[i] == 0) {
-			close(stop[1]);
-			close(out[0]);
-			unsetenv("TPFS_MOUNT"); /* the mount is found from the current directory */
-			if (chdir(mp("d")) != 0)
-				_exit(9);
-			execl("/bin/sh", "sh", "-c", script, (char *)NULL);
-			_exit(8);
-		}
-	}
-	for (int i = 0; i < SHELLS; i++) {
-		int wst;
-		cr_assert(waitpid(sh[i], &wst, 0) == sh[i]);
-		cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
-			  "shell %d failed (status 0x%x; 1: txbegin, 2: the write, 3: txcommit)", i, wst);
-	}
+	for (int i = 0; i < SHELLS; i++) /* the mount found from the current directory */
+		sh[i] = txshell_rounds(i, ROUNDS, mp("d"), "", stop[1], out[0], 1);
+	txshells_wait(sh, SHELLS);
 	cr_log_info("%d shells x %d rounds: %.1f s", SHELLS, ROUNDS, now_s() - t0);
-	bystanders_check(by, BY, stop[1], out[0]);
+	txbystanders_check(by, BY, stop[1], out[0], 10);
 	for (int i = 0; i < SHELLS; i++) { /* every round committed */
 		char rel[32], buf[VIEW_MAX];
 		snprintf(rel, sizeof rel, "d/f%d", i);
 		cr_assert(nm_read(rel, buf, sizeof buf) > 0);
-		int lines = 0;
-		for (char *p = buf; *p; p++)
-			lines += *p == '\n';
+		int lines = txlines(buf);
 		cr_expect(lines == ROUNDS, "d/f%d has %d lines after %d committed rounds", i, lines, ROUNDS);
 	}
 	finish();

@@ -131,6 +131,28 @@ static int check(tp_env *env, tp_tree *tr, int all, unsigned gen, unsigned *bad)
 	return rc;
 }
 
+/* A fresh store dir/name in a new directory dir (su_tmpdir, tag), made with
+ * opts() into o, open in env with its tree "t" created in tr. */
+static void new_store(const char *tag, const char *name, char *dir, size_t dn, char *sdir, size_t sn, tp_options *o,
+		      tp_env **env, tp_tree **tr)
+{
+	cr_assert_eq(su_tmpdir(dir, dn, tag), 0);
+	snprintf(sdir, sn, "%s/%s", dir, name);
+	opts(o);
+	cr_assert_eq(tp_mkfs(sdir, o), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(sdir, o, env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(*env, "t", TP_TREE_CREATE, tr), 0, "%s", tp_errmsg());
+}
+
+/* Closes tree tr and store env, and opens them again from sdir. */
+static void reopen(const char *sdir, const tp_options *o, tp_env **env, tp_tree **tr)
+{
+	tp_tree_close(*tr);
+	cr_assert_eq(tp_close(*env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_open(sdir, o, env), 0, "%s", tp_errmsg());
+	cr_assert_eq(tp_tree_open(*env, "t", 0, tr), 0, "%s", tp_errmsg());
+}
+
 Test(space, deleted_tree_gives_blocks_back_and_refill_takes_them, .timeout = 240)
 {
 	char dir[256], sdir[300];
@@ -139,12 +161,7 @@ Test(space, deleted_tree_gives_blocks_back_and_refill_takes_them, .timeout = 240
 	tp_tree *tr;
 	tp_stats s;
 	unsigned bad = 0;
-	cr_assert_eq(su_tmpdir(dir, sizeof dir, "space"), 0);
-	snprintf(sdir, sizeof sdir, "%s/s", dir);
-	opts(&o);
-	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	new_store("space", "s", dir, sizeof dir, sdir, sizeof sdir, &o, &env, &tr);
 	cr_assert_eq(tp_checkpoint(env), 0);
 	uint64_t fresh = blocks_kib(sdir);
 
@@ -173,10 +190,7 @@ Test(space, deleted_tree_gives_blocks_back_and_refill_takes_them, .timeout = 240
 	cr_assert_eq(tp_verify(env, 0, NULL), 0, "%s", tp_errmsg());
 
 	/* the holes are durable and read back as free pages after a reopen */
-	tp_tree_close(tr);
-	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	reopen(sdir, &o, &env, &tr);
 	cr_assert_eq(check(env, tr, 0, 0, &bad), 0, "key %u wrong after reopening", bad);
 	cr_assert_leq(blocks_kib(sdir), after + 1024);
 
@@ -190,10 +204,7 @@ Test(space, deleted_tree_gives_blocks_back_and_refill_takes_them, .timeout = 240
 		      refilled, full);
 	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong after the refill", bad);
 	cr_assert_eq(tp_verify(env, 0, NULL), 0, "%s", tp_errmsg());
-	tp_tree_close(tr);
-	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	reopen(sdir, &o, &env, &tr);
 	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong after the refill and a reopen", bad);
 	tp_tree_close(tr);
 	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
@@ -210,12 +221,7 @@ Test(space, pages_taken_again_before_the_checkpoint_stay, .timeout = 240)
 	tp_tree *tr;
 	tp_stats s;
 	unsigned bad = 0;
-	cr_assert_eq(su_tmpdir(dir, sizeof dir, "spacere"), 0);
-	snprintf(sdir, sizeof sdir, "%s/s", dir);
-	opts(&o);
-	cr_assert_eq(tp_mkfs(sdir, &o), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
+	new_store("spacere", "s", dir, sizeof dir, sdir, sizeof sdir, &o, &env, &tr);
 	cr_assert_eq(fill(env, tr, 2, 0), 0, "%s", tp_errmsg());
 	cr_assert_eq(tp_checkpoint(env), 0);
 	cr_assert_eq(delete_most(env, tr), 0, "%s", tp_errmsg());
@@ -225,10 +231,7 @@ Test(space, pages_taken_again_before_the_checkpoint_stay, .timeout = 240)
 	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong: a live page was punched (%" PRIu64 " pages)", bad,
 		     s.pages_returned);
 	cr_assert_eq(tp_verify(env, 0, NULL), 0, "%s", tp_errmsg());
-	tp_tree_close(tr);
-	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(sdir, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", 0, &tr), 0, "%s", tp_errmsg());
+	reopen(sdir, &o, &env, &tr);
 	cr_assert_eq(check(env, tr, 1, 1, &bad), 0, "key %u wrong after a reopen", bad);
 	tp_tree_close(tr);
 	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
@@ -276,13 +279,8 @@ Test(space, power_cut_after_punching_recovers, .timeout = 300)
 	tp_env *env;
 	tp_tree *tr;
 	unsigned bad = 0;
-	cr_assert_eq(su_tmpdir(dir, sizeof dir, "spacecut"), 0);
-	snprintf(base, sizeof base, "%s/base", dir);
+	new_store("spacecut", "base", dir, sizeof dir, base, sizeof base, &o, &env, &tr);
 	snprintf(sdir, sizeof sdir, "%s/s", dir);
-	opts(&o);
-	cr_assert_eq(tp_mkfs(base, &o), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_open(base, &o, &env), 0, "%s", tp_errmsg());
-	cr_assert_eq(tp_tree_open(env, "t", TP_TREE_CREATE, &tr), 0, "%s", tp_errmsg());
 	cr_assert_eq(fill(env, tr, 2, 0), 0, "%s", tp_errmsg());
 	tp_tree_close(tr);
 	cr_assert_eq(tp_close(env), 0, "%s", tp_errmsg());
