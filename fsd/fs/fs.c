@@ -17,9 +17,11 @@
  *       reference and no file is open on it; until then it is in the orphan
  *       tree, which the next mount empties after a crash.  (Not sooner: a
  *       process whose open had found the name before an unlink or rename
- *       took it still opens the inode -- its data must be there.)  Its
- *       data goes first, in transactions of FS_TRIM_BLOCKS blocks, so
- *       that freeing a large file never needs much log at a time (a step
+ *       took it still opens the inode -- its data must be there.)  A
+ *       file of at most FS_TRIM_BLOCKS blocks goes in one transaction with
+ *       its data; a larger one's data goes first, in transactions of
+ *       FS_TRIM_BLOCKS blocks, so that freeing a large file never needs
+ *       much log at a time (a step
  *       that finds the log full on a full disk takes a checkpoint, which
  *       frees old segments, and goes on).  The kernel's last reference
  *       goes right after the unlink, but the daemon frees the inode while
@@ -498,21 +500,35 @@ int fs_is_referenced(fs *f, uint64_t ino)
 	return yes;
 }
 
+#define FS_TRIM_BLOCKS 512 /* F3: blocks an orphan loses per transaction (about 150 KiB of log) */
+
+typedef struct reclaim_arg {
+	uint64_t ino;
+	int big;     /* it has more than FS_TRIM_BLOCKS blocks: trim it first */
+	int trimmed; /* fs_trim_orphan ran: free it whatever is left */
+} reclaim_arg;
+
+/* F3: frees an orphan the kernel let go of, with its data when that is at
+ * most FS_TRIM_BLOCKS blocks (one transaction, as most files need);
+ * a larger one is left for fs_trim_orphan's steps (a->big). */
 static int reclaim_fn(fs_op *op, void *arg)
 {
-	uint64_t ino = *(uint64_t *)arg;
+	reclaim_arg *a = arg;
 	fs_inode in;
 	int rc;
-	if ((rc = fs_lock(op, ino, BE_LOCK_X)) != 0)
+	a->big = 0;
+	if ((rc = fs_lock(op, a->ino, BE_LOCK_X)) != 0)
 		return rc;
-	if ((rc = fs_iget(op, ino, &in)) != 0)
+	if ((rc = fs_iget(op, a->ino, &in)) != 0)
 		return rc == ENOENT ? 0 : rc;
-	if (in.nlink > 0 || fs_is_referenced(op->f, ino))
+	if (in.nlink > 0 || fs_is_referenced(op->f, a->ino))
 		return 0; /* linked again, or looked up again meanwhile */
-	return fs_ifree(op, ino);
+	if (!a->trimmed && S_ISREG(in.mode) && in.blocks > FS_TRIM_BLOCKS) {
+		a->big = 1;
+		return 0;
+	}
+	return fs_ifree(op, a->ino);
 }
-
-#define FS_TRIM_BLOCKS 512 /* F3: blocks an orphan loses per transaction (about 150 KiB of log) */
 
 typedef struct trim_arg {
 	uint64_t ino;
@@ -571,8 +587,15 @@ static void maybe_reclaim(fs *f, uint64_t ino)
 	fs_le64(k, ino);
 	if (ino == FS_ROOT_INO || f->opt.readonly || be_get(NULL, f->orphans, k, 8, NULL, 0, &vl) != 0)
 		return;
-	fs_trim_orphan(f, ino); /* F3: the data first, in steps */
-	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &ino);
+	reclaim_arg a = {.ino = ino};
+	int rc = fs_run(f, NULL, FS_WR, reclaim_fn, &a);
+	if (a.big || rc == ENOSPC) {
+		/* F3: a large one's data first, in steps (which also take a
+		 * checkpoint when the log is out of room), then the inode */
+		fs_trim_orphan(f, ino);
+		a.trimmed = 1;
+		rc = fs_run(f, NULL, FS_WR, reclaim_fn, &a);
+	}
 	if (rc && !f->opt.quiet)
 		fprintf(stderr, "tpfsd: reclaiming unlinked inode %" PRIu64 " failed: %s (%s); the next mount will\n",
 			ino, be_strerror(rc), be_errmsg(f->be));
