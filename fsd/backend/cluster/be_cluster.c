@@ -277,8 +277,10 @@ static char *param(const char *q, const char *name, const char *env, const char 
 /* Parses etcd://HOSTS/NAME[?QUERY] into s (hosts into *hosts). */
 static int parse(cls *s, const char *uri, char **hosts)
 {
-	const char *p = uri + strlen("etcd://"), *slash = strchr(p, '/'), *q;
-	if (strncmp(uri, "etcd://", 7) || !slash || slash == p)
+	if (strncmp(uri, "etcd://", 7) != 0) /* (before reading past a shorter name) */
+		return err(BE_EBADSTORE, "%s: not etcd://HOST:PORT[,HOST:PORT...]/NAME[?pool=..&conf=..&client=..]", uri);
+	const char *p = uri + 7, *slash = strchr(p, '/'), *q;
+	if (!slash || slash == p)
 		return err(BE_EBADSTORE, "%s: not etcd://HOST:PORT[,HOST:PORT...]/NAME[?pool=..&conf=..&client=..]", uri);
 	q = strchr(slash, '?');
 	size_t nl = q ? (size_t)(q - slash - 1) : strlen(slash + 1);
