@@ -477,6 +477,20 @@ static void job_unique(inval_job *j)
 	j->n = n;
 }
 
+/* The inode a write-set record of tree belongs to (key k, kl bytes): the
+ * inode, orphan and delta trees key by it little-endian, the others begin
+ * with it big-endian.  0 for a key too short to name one. */
+static int key_ino(int tree, const unsigned char *k, size_t kl, uint64_t *ino)
+{
+	if (kl < 8)
+		return 0;
+	if (tree == WS_INODE || tree == WS_ORPHAN || tree == WS_DELTA)
+		memcpy(ino, k, 8);
+	else
+		*ino = fs_getbe64(k);
+	return 1;
+}
+
 /* Every inode and name ws changed; NULL without memory. */
 static inval_job *job_of(uint64_t view, fs_ws *ws)
 {
@@ -491,12 +505,8 @@ static inval_job *job_of(uint64_t view, fs_ws *ws)
 			size_t kl;
 			const unsigned char *k = ws_node_key(n, &kl);
 			uint64_t ino;
-			if (kl < 8)
+			if (!key_ino(tree, k, kl, &ino))
 				continue;
-			if (tree == WS_INODE || tree == WS_ORPHAN || tree == WS_DELTA)
-				memcpy(&ino, k, 8);
-			else
-				ino = fs_getbe64(k);
 			if ((tree == WS_DIRENT && kl > 16 && job_add(j, &cap, ino, k + 16, kl - 16)) ||
 			    (ino != last && job_add(j, &cap, ino, NULL, 0))) {
 				job_free(j);
@@ -796,12 +806,8 @@ static int touched_inodes(fs_ws *ws, uint64_t **out, size_t *n)
 			size_t kl;
 			const unsigned char *k = ws_node_key(nd, &kl);
 			uint64_t ino;
-			if (kl < 8)
+			if (!key_ino(tree, k, kl, &ino))
 				continue;
-			if (tree == WS_INODE || tree == WS_ORPHAN || tree == WS_DELTA)
-				memcpy(&ino, k, 8);
-			else
-				ino = fs_getbe64(k);
 			if (m && v[m - 1] == ino)
 				continue;
 			if (m == cap) {
